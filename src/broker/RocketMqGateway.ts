@@ -1,0 +1,189 @@
+import { Producer } from 'rocketmq-client-nodejs';
+import type { Endpoints, MessageView } from 'rocketmq-client-nodejs';
+import { TransactionResolution as ProtoResolution } from 'rocketmq-client-nodejs/proto/apache/rocketmq/v2/definition_pb';
+import { BrokerUnavailableError } from '../errors';
+import {
+  TX_ID_PROPERTY,
+  TX_ORIGIN_PROPERTY,
+  TransactionResolution,
+  type CheckBackMessage,
+} from '../checkback/resolution';
+import { errorFields, type Logger } from '../util/logger';
+import { withTimeout } from '../util/time';
+import { clientLogger } from './clientLogger';
+import { mapSendError } from './errors';
+import type { BrokerGateway, GatewayConfig, HalfMessage, OutgoingMessage } from './gateway';
+
+interface ClientHalf extends HalfMessage {
+  readonly endpoints: Endpoints;
+  readonly transactionId: string;
+}
+
+/** BrokerGateway over rocketmq-client-nodejs 1.0.8, absorbing its known traits (DESIGN.md). */
+export class RocketMqGateway implements BrokerGateway {
+  private readonly producer: Producer;
+
+  constructor(
+    private readonly config: GatewayConfig,
+    private readonly logger: Logger,
+  ) {
+    const onCheckBack = config.onCheckBack;
+    this.producer = new Producer({
+      endpoints: config.endpoints,
+      namespace: config.namespace,
+      topics: [...config.topics],
+      sslEnabled: config.sslEnabled,
+      requestTimeout: config.requestTimeoutMs,
+      logger: clientLogger(logger),
+      // Transactional sends are never retried by the client; other sends get its default 3 attempts.
+      maxAttempts: 3,
+      ...(config.credentials
+        ? {
+            sessionCredentials: {
+              accessKey: config.credentials.accessKey,
+              accessSecret: config.credentials.accessSecret,
+            },
+          }
+        : {}),
+      // The client throws in beginTransaction without a checker, so there is always one.
+      checker: {
+        check: async (view: MessageView) => {
+          if (!onCheckBack) return ProtoResolution.TRANSACTION_RESOLUTION_UNSPECIFIED;
+          const answer = await onCheckBack(toCheckBackMessage(view)).catch((err: unknown) => {
+            this.logger.error({ ...errorFields(err), messageId: view.messageId }, 'check-back handler threw');
+            return TransactionResolution.UNKNOWN;
+          });
+          return toProto(answer);
+        },
+      },
+    });
+    this.guardRecoverCommand();
+  }
+
+  async start(): Promise<void> {
+    try {
+      await withTimeout(
+        this.producer.startup(),
+        this.config.startTimeoutMs,
+        () =>
+          new BrokerUnavailableError(
+            `RocketMQ proxy at ${this.config.endpoints} did not complete start-up within ${this.config.startTimeoutMs} ms`,
+          ),
+      );
+    } catch (err) {
+      await this.shutdown();
+      if (err instanceof BrokerUnavailableError) throw err;
+      throw new BrokerUnavailableError(
+        `RocketMQ proxy at ${this.config.endpoints} refused start-up: ${err instanceof Error ? err.message : String(err)}`,
+        err,
+      );
+    }
+  }
+
+  async sendHalf(message: OutgoingMessage): Promise<HalfMessage> {
+    try {
+      const transaction = this.producer.beginTransaction();
+      const receipt = await this.producer.send(toClientMessage(message), transaction);
+      const half: ClientHalf = {
+        messageId: receipt.messageId,
+        topic: message.topic,
+        endpoints: receipt.endpoints,
+        transactionId: receipt.transactionId,
+      };
+      return half;
+    } catch (err) {
+      throw mapSendError(err, message.topic, 'message');
+    }
+  }
+
+  async endTransaction(half: HalfMessage, commit: boolean): Promise<void> {
+    const h = half as ClientHalf;
+    const resolution = commit ? ProtoResolution.COMMIT : ProtoResolution.ROLLBACK;
+    try {
+      await this.producer.endTransaction(
+        h.endpoints,
+        { topic: h.topic } as Parameters<Producer['endTransaction']>[1],
+        h.messageId,
+        h.transactionId,
+        resolution,
+      );
+    } catch (err) {
+      throw new BrokerUnavailableError(
+        `EndTransaction(${commit ? 'COMMIT' : 'ROLLBACK'}) for message ${h.messageId} failed`,
+        err,
+      );
+    }
+  }
+
+  async send(message: OutgoingMessage): Promise<{ messageId: string }> {
+    try {
+      const receipt = await this.producer.send(toClientMessage(message));
+      return { messageId: receipt.messageId };
+    } catch (err) {
+      throw mapSendError(err, message.topic, 'message');
+    }
+  }
+
+  /** Never rejects: the client's shutdown rejects or hangs when the proxy is gone. */
+  async shutdown(): Promise<void> {
+    try {
+      await withTimeout(
+        this.producer.shutdown(),
+        this.config.shutdownTimeoutMs,
+        () => new Error(`client shutdown did not finish within ${this.config.shutdownTimeoutMs} ms`),
+      );
+    } catch (err) {
+      this.logger.warn(errorFields(err), 'RocketMQ client shutdown was not clean');
+    }
+  }
+
+  /**
+   * The client calls onRecoverOrphanedTransactionCommand without awaiting it; a command with no
+   * message throws there and becomes an unhandled rejection that can kill the process.
+   */
+  private guardRecoverCommand(): void {
+    const original = this.producer.onRecoverOrphanedTransactionCommand.bind(this.producer);
+    this.producer.onRecoverOrphanedTransactionCommand = async (endpoints, command) => {
+      try {
+        await original(endpoints, command);
+      } catch (err) {
+        this.logger.warn(errorFields(err), 'ignored a malformed check-back command');
+      }
+    };
+  }
+}
+
+function toClientMessage(message: OutgoingMessage) {
+  return {
+    topic: message.topic,
+    body: message.body,
+    ...(message.tag !== undefined ? { tag: message.tag } : {}),
+    keys: message.keys,
+    properties: new Map(Object.entries(message.properties)),
+    ...(message.messageGroup !== undefined ? { messageGroup: message.messageGroup } : {}),
+  };
+}
+
+function toCheckBackMessage(view: MessageView): CheckBackMessage {
+  const properties: Record<string, string> = {};
+  for (const [k, v] of view.properties ?? new Map<string, string>()) properties[k] = v;
+  const txId = properties[TX_ID_PROPERTY];
+  const origin = properties[TX_ORIGIN_PROPERTY];
+  return {
+    messageId: view.messageId,
+    topic: view.topic,
+    ...(view.tag !== undefined ? { tag: view.tag } : {}),
+    keys: [...(view.keys ?? [])],
+    properties,
+    body: view.body,
+    ...(view.bornTimestamp ? { bornAt: view.bornTimestamp } : {}),
+    ...(txId !== undefined ? { txId } : {}),
+    ...(origin !== undefined ? { origin } : {}),
+  };
+}
+
+function toProto(resolution: TransactionResolution): ProtoResolution {
+  if (resolution === TransactionResolution.COMMIT) return ProtoResolution.COMMIT;
+  if (resolution === TransactionResolution.ROLLBACK) return ProtoResolution.ROLLBACK;
+  return ProtoResolution.TRANSACTION_RESOLUTION_UNSPECIFIED;
+}

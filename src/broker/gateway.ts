@@ -1,0 +1,43 @@
+import type { CheckBackMessage, TransactionResolution } from '../checkback/resolution';
+
+/** A message as the SDK hands it to the broker layer. */
+export interface OutgoingMessage {
+  topic: string;
+  tag?: string;
+  keys: string[];
+  properties: Record<string, string>;
+  body: Buffer;
+  messageGroup?: string;
+}
+
+/** Opaque handle of a sent half message, needed to end its broker transaction. */
+export interface HalfMessage {
+  readonly messageId: string;
+  readonly topic: string;
+}
+
+export type CheckBackHandler = (message: CheckBackMessage) => Promise<TransactionResolution>;
+
+/**
+ * The port between the SDK and a RocketMQ client. Only src/broker/ implements it, so the
+ * client library's types never leak; tests use a fake implementation.
+ */
+export interface BrokerGateway {
+  start(): Promise<void>;
+  sendHalf(message: OutgoingMessage): Promise<HalfMessage>;
+  endTransaction(half: HalfMessage, commit: boolean): Promise<void>;
+  send(message: OutgoingMessage): Promise<{ messageId: string }>;
+  shutdown(): Promise<void>;
+}
+
+export interface GatewayConfig {
+  endpoints: string;
+  namespace: string;
+  topics: readonly string[];
+  credentials?: { accessKey: string; accessSecret: string };
+  sslEnabled: boolean;
+  requestTimeoutMs: number;
+  startTimeoutMs: number;
+  shutdownTimeoutMs: number;
+  onCheckBack?: CheckBackHandler;
+}

@@ -1,0 +1,115 @@
+/**
+ * One root error for everything the SDK throws. Callers branch on `code` (stable) and
+ * `retriable` (safe to try the same call again), never on message text.
+ */
+export type ErrorCode =
+  | 'INVALID_OPTION'
+  | 'INVALID_MESSAGE'
+  | 'BROKER_UNAVAILABLE'
+  | 'TRANSACTION_FENCED'
+  | 'TRANSACTION_OUTCOME_UNKNOWN'
+  | 'PRODUCER_NOT_RUNNING'
+  | 'STORE_ERROR';
+
+export class RocketMqTxError extends Error {
+  readonly code: ErrorCode;
+  readonly retriable: boolean;
+
+  constructor(code: ErrorCode, message: string, options: { retriable: boolean; cause?: unknown }) {
+    super(message, options.cause === undefined ? undefined : { cause: options.cause });
+    this.name = new.target.name;
+    this.code = code;
+    this.retriable = options.retriable;
+  }
+}
+
+/** A constructor option is missing, of the wrong type or out of range. Fix the configuration. */
+export class InvalidOptionError extends RocketMqTxError {
+  readonly option: string;
+  constructor(option: string, value: unknown, allowed: string) {
+    super('INVALID_OPTION', `Invalid option ${option}: got ${describeValue(value)}; expected ${allowed}`, {
+      retriable: false,
+    });
+    this.option = option;
+  }
+}
+
+/** An event passed to transact/publish is malformed. Nothing was written or sent. */
+export class InvalidMessageError extends RocketMqTxError {
+  readonly path: string;
+  constructor(path: string, value: unknown, allowed: string, cause?: unknown) {
+    super('INVALID_MESSAGE', `Invalid message ${path}: got ${describeValue(value)}; expected ${allowed}`, {
+      retriable: false,
+      cause,
+    });
+    this.path = path;
+  }
+}
+
+/** The broker could not be reached or refused the half message. Nothing was committed. */
+export class BrokerUnavailableError extends RocketMqTxError {
+  constructor(message: string, cause?: unknown) {
+    super('BROKER_UNAVAILABLE', message, { retriable: true, cause });
+  }
+}
+
+/**
+ * A check-back decided ROLLBACK for this txId before the local transaction could insert its
+ * tx_record row (the transaction ran too long). The business work was rolled back and no
+ * message is delivered; calling transact again runs it under a new txId.
+ */
+export class TransactionFencedError extends RocketMqTxError {
+  readonly txId: string;
+  constructor(txId: string, cause?: unknown) {
+    super('TRANSACTION_FENCED', `Transaction ${txId} was fenced by a broker check-back before it committed`, {
+      retriable: true,
+      cause,
+    });
+    this.txId = txId;
+  }
+}
+
+/**
+ * COMMIT failed in a way that does not say whether the database committed (connection lost).
+ * The broker's check-back reads tx_record and delivers the events if and only if it committed.
+ * Do not blindly retry: look up your business row (or txId in tx_record) first.
+ */
+export class TransactionOutcomeUnknownError extends RocketMqTxError {
+  readonly txId: string;
+  constructor(txId: string, cause?: unknown) {
+    super(
+      'TRANSACTION_OUTCOME_UNKNOWN',
+      `Commit of transaction ${txId} failed ambiguously; the check-back will deliver its events only if the database committed`,
+      { retriable: false, cause },
+    );
+    this.txId = txId;
+  }
+}
+
+/** start() has not completed, or shutdown() has begun. */
+export class ProducerNotRunningError extends RocketMqTxError {
+  constructor(message: string) {
+    super('PRODUCER_NOT_RUNNING', message, { retriable: false });
+  }
+}
+
+/** A database operation the SDK owns failed (not the user's work). */
+export class StoreError extends RocketMqTxError {
+  constructor(message: string, cause?: unknown, retriable = true) {
+    super('STORE_ERROR', message, { retriable, cause });
+  }
+}
+
+/** Short, log-safe rendering of a bad value for error messages. */
+export function describeValue(value: unknown): string {
+  if (value === undefined) return 'undefined';
+  if (value === null) return 'null';
+  if (typeof value === 'string') {
+    return value.length > 80 ? `string of length ${value.length}` : JSON.stringify(value);
+  }
+  if (typeof value === 'number' || typeof value === 'boolean' || typeof value === 'bigint') return String(value);
+  if (Buffer.isBuffer(value)) return `Buffer of ${value.length} bytes`;
+  if (Array.isArray(value)) return `array of length ${value.length}`;
+  if (typeof value === 'function') return 'a function';
+  return `object ${Object.prototype.toString.call(value)}`;
+}

@@ -1,0 +1,300 @@
+import type { EntityManager, QueryRunner } from 'typeorm';
+import {
+  BrokerUnavailableError,
+  ProducerNotRunningError,
+  RocketMqTxError,
+  StoreError,
+  TransactionFencedError,
+  TransactionOutcomeUnknownError,
+} from '../errors';
+import type { BrokerGateway, GatewayConfig, HalfMessage } from '../broker/gateway';
+import { RocketMqGateway } from '../broker/RocketMqGateway';
+import { CheckBackDispatcher, type CheckBackStats } from '../checkback/CheckBackDispatcher';
+import { TxRecordResolver } from '../checkback/TxRecordResolver';
+import type { TxRecordStore } from '../store/ports';
+import { TypeOrmTxRecordStore } from '../store/typeorm/TypeOrmTxRecordStore';
+import { errorFields, type Logger } from '../util/logger';
+import { uuidv7 } from '../util/uuidv7';
+import { withTimeout } from '../util/time';
+import { ConfirmationBatcher } from './ConfirmationBatcher';
+import { prepareEvents, type PreparedEvent, type TransactEvent } from './events';
+import { resolveProducerOptions, type ResolvedProducerOptions, type TransactionalProducerOptions } from './options';
+
+export interface TransactResult<T> {
+  result: T;
+  txId: string;
+  /** Broker message ids, in the order of the events. */
+  messageIds: string[];
+  /** Event ids (stable across retries and republishes), in the order of the events. */
+  eventIds: string[];
+}
+
+export interface ProducerStats {
+  committed: number;
+  rolledBack: number;
+  fenced: number;
+  outcomeUnknown: number;
+  endTransactionFailures: number;
+  checkBack: Readonly<CheckBackStats>;
+}
+
+/** @internal Seams for unit tests: a fake broker and store. */
+export interface ProducerInternals {
+  gateway?: (config: GatewayConfig, logger: Logger) => BrokerGateway;
+  store?: TxRecordStore;
+}
+
+type State = 'NEW' | 'STARTING' | 'RUNNING' | 'STOPPING' | 'STOPPED';
+
+/**
+ * Sends half message(s), runs the local transaction with tx_record as its first row, then
+ * commits or rolls back the message(s). Check-backs are resolved by the tx_record fence.
+ */
+export class TransactionalProducer {
+  private readonly options: ResolvedProducerOptions;
+  private readonly gateway: BrokerGateway;
+  private readonly store: TxRecordStore;
+  private readonly dispatcher: CheckBackDispatcher;
+  private readonly confirmations: ConfirmationBatcher;
+  private readonly logger: Logger;
+  private state: State = 'NEW';
+  private inFlight = 0;
+  private drained: (() => void) | undefined;
+  private startPromise: Promise<void> | undefined;
+  private shutdownPromise: Promise<void> | undefined;
+  private readonly counters = { committed: 0, rolledBack: 0, fenced: 0, outcomeUnknown: 0, endTransactionFailures: 0 };
+
+  constructor(options: TransactionalProducerOptions, internals: ProducerInternals = {}) {
+    this.options = resolveProducerOptions(options);
+    const o = this.options;
+    this.logger = o.logger;
+    this.store = internals.store ?? new TypeOrmTxRecordStore(o.dataSource);
+    this.dispatcher = new CheckBackDispatcher({
+      producerGroup: o.producerGroup,
+      builtIn: new TxRecordResolver(this.store, {
+        producerGroup: o.producerGroup,
+        lockWaitTimeoutMs: o.checkBack.lockWaitTimeoutMs,
+        logger: o.logger,
+      }),
+      ...(o.checkBack.resolver ? { resolver: o.checkBack.resolver } : {}),
+      resolverScope: o.checkBack.resolverScope,
+      concurrency: o.checkBack.concurrency,
+      maxQueued: o.checkBack.maxQueued,
+      logger: o.logger,
+    });
+    const config: GatewayConfig = {
+      endpoints: o.endpoints,
+      namespace: o.namespace,
+      topics: o.topics,
+      ...(o.credentials ? { credentials: o.credentials } : {}),
+      sslEnabled: o.sslEnabled,
+      requestTimeoutMs: o.requestTimeoutMs,
+      startTimeoutMs: o.startTimeoutMs,
+      shutdownTimeoutMs: o.shutdownTimeoutMs,
+      onCheckBack: (message) => this.dispatcher.handle(message),
+    };
+    this.gateway = (internals.gateway ?? ((c, l) => new RocketMqGateway(c, l)))(config, o.logger);
+    this.confirmations = new ConfirmationBatcher((ids) => this.store.markConfirmed(ids), o.logger);
+  }
+
+  get stats(): ProducerStats {
+    return { ...this.counters, checkBack: { ...this.dispatcher.stats } };
+  }
+
+  /** Connects to the proxy; bounded by startTimeoutMs. Safe to call more than once. */
+  start(): Promise<void> {
+    if (this.state === 'STOPPING' || this.state === 'STOPPED') {
+      return Promise.reject(new ProducerNotRunningError('TransactionalProducer was shut down; create a new one'));
+    }
+    if (!this.startPromise) {
+      this.state = 'STARTING';
+      if (!this.options.dataSource.isInitialized) {
+        this.startPromise = undefined;
+        this.state = 'NEW';
+        return Promise.reject(
+          new StoreError('options.dataSource is not initialized: call dataSource.initialize() first', undefined, false),
+        );
+      }
+      this.startPromise = this.gateway.start().then(
+        () => {
+          this.state = 'RUNNING';
+          this.logger.info(
+            { endpoints: this.options.endpoints, producerGroup: this.options.producerGroup },
+            'transactional producer started',
+          );
+        },
+        (err: unknown) => {
+          this.state = 'NEW';
+          this.startPromise = undefined;
+          throw err;
+        },
+      );
+    }
+    return this.startPromise;
+  }
+
+  /**
+   * Runs `work` in a local transaction whose first statement records the transaction, between
+   * half message(s) and their commit. Resolves after the broker commit was attempted; a failed
+   * EndTransaction is left to the check-back (the events are still delivered).
+   */
+  async transact<T>(
+    events: TransactEvent | readonly TransactEvent[],
+    work: (manager: EntityManager) => Promise<T>,
+  ): Promise<TransactResult<T>> {
+    if (this.state !== 'RUNNING') {
+      throw new ProducerNotRunningError(`TransactionalProducer is ${this.state.toLowerCase()}; call start() first`);
+    }
+    if (typeof work !== 'function') {
+      throw new RocketMqTxError('INVALID_MESSAGE', 'transact(events, work): work must be a function', {
+        retriable: false,
+      });
+    }
+    const txId = uuidv7();
+    const prepared = prepareEvents(events, txId, this.options);
+    this.inFlight++;
+    try {
+      return await this.run(txId, prepared, work);
+    } finally {
+      this.inFlight--;
+      if (this.inFlight === 0 && this.drained) this.drained();
+    }
+  }
+
+  private async run<T>(
+    txId: string,
+    prepared: PreparedEvent[],
+    work: (manager: EntityManager) => Promise<T>,
+  ): Promise<TransactResult<T>> {
+    const halves = await this.sendHalves(txId, prepared);
+    const local = await this.runLocal(txId, prepared, work);
+    // The connection is back in the pool before any broker round trip.
+    if (local.kind === 'committed') {
+      this.counters.committed++;
+      if (await this.endAll(txId, halves, true)) this.confirmations.add(txId);
+      return {
+        result: local.result,
+        txId,
+        messageIds: halves.map((h) => h.messageId),
+        eventIds: prepared.map((p) => p.eventId),
+      };
+    }
+    if (local.kind === 'rolled-back') await this.endAll(txId, halves, false);
+    throw local.error;
+  }
+
+  /** The local transaction; never touches the broker. */
+  private async runLocal<T>(
+    txId: string,
+    prepared: PreparedEvent[],
+    work: (manager: EntityManager) => Promise<T>,
+  ): Promise<{ kind: 'committed'; result: T } | { kind: 'rolled-back' | 'ambiguous'; error: unknown }> {
+    const queryRunner = this.options.dataSource.createQueryRunner();
+    try {
+      try {
+        await queryRunner.connect();
+        await queryRunner.startTransaction();
+      } catch (err) {
+        return { kind: 'rolled-back', error: new StoreError(`could not open a database transaction for ${txId}`, err) };
+      }
+      let inserted: boolean;
+      try {
+        inserted = await this.store.insertCommitted(queryRunner.manager, {
+          txId,
+          producerGroup: this.options.producerGroup,
+          topic: prepared[0]!.message.topic,
+          eventCount: prepared.length,
+        });
+      } catch (err) {
+        await this.rollbackLocal(queryRunner, txId);
+        return { kind: 'rolled-back', error: new StoreError(`could not insert tx_record ${txId}`, err) };
+      }
+      if (!inserted) {
+        await this.rollbackLocal(queryRunner, txId);
+        this.counters.fenced++;
+        return { kind: 'rolled-back', error: new TransactionFencedError(txId) };
+      }
+      let result: T;
+      try {
+        result = await work(queryRunner.manager);
+      } catch (userError) {
+        await this.rollbackLocal(queryRunner, txId);
+        this.counters.rolledBack++;
+        return { kind: 'rolled-back', error: userError };
+      }
+      try {
+        await queryRunner.commitTransaction();
+      } catch (err) {
+        // Ambiguous: the row may or may not be durable. Send nothing; the check-back reads the truth.
+        this.counters.outcomeUnknown++;
+        return { kind: 'ambiguous', error: new TransactionOutcomeUnknownError(txId, err) };
+      }
+      return { kind: 'committed', result };
+    } finally {
+      await queryRunner.release().catch(() => undefined);
+    }
+  }
+
+  /** One half message per event (the client holds one message per transaction), in parallel. */
+  private async sendHalves(txId: string, prepared: PreparedEvent[]): Promise<HalfMessage[]> {
+    const settled = await Promise.allSettled(prepared.map((p) => this.gateway.sendHalf(p.message)));
+    const sent = settled.flatMap((s) => (s.status === 'fulfilled' ? [s.value] : []));
+    const failed = settled.find((s): s is PromiseRejectedResult => s.status === 'rejected');
+    if (!failed) return sent;
+    // Nothing is in the database for txId: ROLLBACK is safe, and if it is lost the fence rolls back.
+    await this.endAll(txId, sent, false);
+    const err: unknown = failed.reason;
+    if (err instanceof RocketMqTxError) throw err;
+    throw new BrokerUnavailableError(`half message for transaction ${txId} was not accepted`, err);
+  }
+
+  /** Best effort; returns whether every EndTransaction was acknowledged. Never throws. */
+  private async endAll(txId: string, halves: HalfMessage[], commit: boolean): Promise<boolean> {
+    const results = await Promise.allSettled(halves.map((h) => this.gateway.endTransaction(h, commit)));
+    let ok = true;
+    for (const r of results) {
+      if (r.status === 'rejected') {
+        ok = false;
+        this.counters.endTransactionFailures++;
+        this.logger.warn(
+          { ...errorFields(r.reason), txId, commit },
+          'EndTransaction failed; the broker check-back will resolve it',
+        );
+      }
+    }
+    return ok;
+  }
+
+  private async rollbackLocal(queryRunner: QueryRunner, txId: string): Promise<void> {
+    try {
+      if (queryRunner.isTransactionActive) await queryRunner.rollbackTransaction();
+    } catch (err) {
+      // The connection is gone, so is the transaction: InnoDB rolls it back.
+      this.logger.warn({ ...errorFields(err), txId }, 'local rollback failed');
+    }
+  }
+
+  /**
+   * Stops new transactions, waits for in-flight ones (bounded by shutdownTimeoutMs), flushes
+   * confirmations and closes the client. Never rejects, even when the proxy is down.
+   */
+  shutdown(): Promise<void> {
+    if (!this.shutdownPromise) this.shutdownPromise = this.doShutdown();
+    return this.shutdownPromise;
+  }
+
+  private async doShutdown(): Promise<void> {
+    const wasStarted = this.state !== 'NEW';
+    this.state = 'STOPPING';
+    if (this.startPromise) await this.startPromise.catch(() => undefined);
+    if (this.inFlight > 0) {
+      const drained = new Promise<void>((resolve) => (this.drained = resolve));
+      await withTimeout(drained, this.options.shutdownTimeoutMs, () => new Error('drain timeout')).catch(() =>
+        this.logger.warn({ inFlight: this.inFlight }, 'shutdown did not drain in time; the fence resolves the rest'),
+      );
+    }
+    await this.confirmations.flush();
+    if (wasStarted) await this.gateway.shutdown();
+    this.state = 'STOPPED';
+  }
+}

@@ -1,0 +1,152 @@
+import { InvalidMessageError } from '../errors';
+import type { OutgoingMessage } from '../broker/gateway';
+import { EVENT_ID_PROPERTY, RESERVED_PROPERTIES, TX_ID_PROPERTY, TX_ORIGIN_PROPERTY } from '../checkback/resolution';
+import { isUuid, uuidv7 } from '../util/uuidv7';
+import { isPlainObject } from '../util/validate';
+
+/** One event of a transaction. `body` is snapshotted (serialized) when transact is called. */
+export interface TransactEvent {
+  topic: string;
+  tag?: string;
+  keys?: readonly string[];
+  /** Buffer and string are sent as they are; any other JSON value is sent as JSON. */
+  body: Buffer | string | number | boolean | null | readonly unknown[] | Record<string, unknown>;
+  properties?: Readonly<Record<string, string>>;
+  /** Stable event id (UUID); generated (UUIDv7) when absent. Carried in keys and property EVENT_ID. */
+  eventId?: string;
+}
+
+export interface PreparedEvent {
+  eventId: string;
+  message: OutgoingMessage;
+}
+
+export const MAX_EVENTS_PER_TRANSACTION = 64;
+const MAX_KEYS = 32;
+const MAX_USER_PROPERTY_BYTES = 16 * 1024;
+const PROPERTY_NAME_RE = /^[A-Za-z0-9_.-]{1,64}$/;
+const KNOWN = ['topic', 'tag', 'keys', 'body', 'properties', 'eventId'];
+
+export interface EventRules {
+  topics: readonly string[];
+  maxMessageBytes: number;
+  producerGroup: string;
+}
+
+/** Validates and serializes events; throws InvalidMessageError naming the field path. */
+export function prepareEvents(input: unknown, txId: string, rules: EventRules): PreparedEvent[] {
+  const list = Array.isArray(input) ? input : [input];
+  if (list.length === 0) throw new InvalidMessageError('events', input, 'one event or a non-empty array of events');
+  if (list.length > MAX_EVENTS_PER_TRANSACTION) {
+    throw new InvalidMessageError('events', input, `at most ${MAX_EVENTS_PER_TRANSACTION} events per transaction`);
+  }
+  const seen = new Set<string>();
+  return list.map((raw, i) => {
+    const path = Array.isArray(input) ? `events[${i}]` : 'event';
+    const prepared = prepareOne(raw, path, txId, rules);
+    if (seen.has(prepared.eventId)) {
+      throw new InvalidMessageError(`${path}.eventId`, prepared.eventId, 'an eventId not repeated in one transaction');
+    }
+    seen.add(prepared.eventId);
+    return prepared;
+  });
+}
+
+function prepareOne(raw: unknown, path: string, txId: string, rules: EventRules): PreparedEvent {
+  if (!isPlainObject(raw)) throw new InvalidMessageError(path, raw, 'an object { topic, body, ... }');
+  for (const key of Object.keys(raw)) {
+    if (!KNOWN.includes(key)) {
+      throw new InvalidMessageError(`${path}.${key}`, raw[key], `no such field (known: ${KNOWN.join(', ')})`);
+    }
+  }
+  const topic = raw.topic;
+  if (typeof topic !== 'string' || !rules.topics.includes(topic)) {
+    throw new InvalidMessageError(
+      `${path}.topic`,
+      topic,
+      `one of the producer's declared topics (${rules.topics.join(', ')})`,
+    );
+  }
+  const tag = raw.tag;
+  if (tag !== undefined && (typeof tag !== 'string' || tag.trim().length === 0 || tag.length > 128 || tag.includes('|'))) {
+    throw new InvalidMessageError(`${path}.tag`, tag, 'a non-blank string of at most 128 characters without "|"');
+  }
+  const eventId = raw.eventId === undefined ? uuidv7() : raw.eventId;
+  if (!isUuid(eventId)) throw new InvalidMessageError(`${path}.eventId`, eventId, 'a lowercase UUID string');
+  const keys = validateKeys(raw.keys, `${path}.keys`);
+  const properties = validateProperties(raw.properties, `${path}.properties`);
+  const body = serializeBody(raw.body, `${path}.body`);
+  if (body.length > rules.maxMessageBytes) {
+    throw new InvalidMessageError(`${path}.body`, body, `a body of at most ${rules.maxMessageBytes} bytes`);
+  }
+  return {
+    eventId,
+    message: {
+      topic,
+      ...(tag !== undefined ? { tag } : {}),
+      keys: [eventId, ...keys.filter((k) => k !== eventId)],
+      properties: {
+        ...properties,
+        [TX_ID_PROPERTY]: txId,
+        [TX_ORIGIN_PROPERTY]: rules.producerGroup,
+        [EVENT_ID_PROPERTY]: eventId,
+      },
+      body,
+    },
+  };
+}
+
+function validateKeys(value: unknown, path: string): string[] {
+  if (value === undefined) return [];
+  if (!Array.isArray(value) || value.length > MAX_KEYS) {
+    throw new InvalidMessageError(path, value, `an array of at most ${MAX_KEYS} keys`);
+  }
+  return value.map((k: unknown, i: number) => {
+    if (typeof k !== 'string' || k.trim().length === 0 || k.length > 128) {
+      throw new InvalidMessageError(`${path}[${i}]`, k, 'a non-blank string of at most 128 characters');
+    }
+    return k;
+  });
+}
+
+function validateProperties(value: unknown, path: string): Record<string, string> {
+  if (value === undefined) return {};
+  if (!isPlainObject(value)) throw new InvalidMessageError(path, value, 'an object of string values');
+  let bytes = 0;
+  for (const [name, v] of Object.entries(value)) {
+    if (!PROPERTY_NAME_RE.test(name)) {
+      throw new InvalidMessageError(`${path}.${name}`, name, 'a property name of 1-64 letters, digits, "_", "." or "-"');
+    }
+    if (RESERVED_PROPERTIES.includes(name)) {
+      throw new InvalidMessageError(`${path}.${name}`, v, `no value: ${name} is set by rocketmq-tx`);
+    }
+    if (typeof v !== 'string') throw new InvalidMessageError(`${path}.${name}`, v, 'a string');
+    bytes += Buffer.byteLength(name) + Buffer.byteLength(v);
+  }
+  if (bytes > MAX_USER_PROPERTY_BYTES) {
+    throw new InvalidMessageError(path, value, `properties of at most ${MAX_USER_PROPERTY_BYTES} bytes in all`);
+  }
+  return { ...(value as Record<string, string>) };
+}
+
+function serializeBody(value: unknown, path: string): Buffer {
+  if (Buffer.isBuffer(value)) {
+    if (value.length === 0) throw new InvalidMessageError(path, value, 'a non-empty body');
+    return Buffer.from(value); // copy: later changes by the caller do not alter the event
+  }
+  if (typeof value === 'string') {
+    if (value.length === 0) throw new InvalidMessageError(path, value, 'a non-empty body');
+    return Buffer.from(value, 'utf8');
+  }
+  if (value === undefined || typeof value === 'function' || typeof value === 'symbol') {
+    throw new InvalidMessageError(path, value, 'a Buffer, a string or a JSON value');
+  }
+  let json: string | undefined;
+  try {
+    json = JSON.stringify(value);
+  } catch (err) {
+    throw new InvalidMessageError(path, value, 'a JSON-serializable value (no cycles, no BigInt)', err);
+  }
+  if (json === undefined) throw new InvalidMessageError(path, value, 'a JSON-serializable value');
+  return Buffer.from(json, 'utf8');
+}

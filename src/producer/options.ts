@@ -1,0 +1,166 @@
+import type { DataSource } from 'typeorm';
+import { InvalidOptionError } from '../errors';
+import type { CheckBackResolver } from '../checkback/resolution';
+import type { ResolverScope } from '../checkback/CheckBackDispatcher';
+import { noopLogger, type Logger } from '../util/logger';
+import {
+  optionalBoolean,
+  optionalFunctionsOf,
+  optionalInt,
+  optionalObject,
+  optionalString,
+  rejectUnknownKeys,
+  requireObject,
+  requireString,
+} from '../util/validate';
+
+export interface CheckBackOptions {
+  /** Resolves half messages without our TX_ID property, or all of them with `resolverScope: 'all'`. */
+  resolver?: CheckBackResolver;
+  /** Which check-backs go to `resolver`: only those without TX_ID (default) or all. */
+  resolverScope?: ResolverScope;
+  /** Concurrent check-back resolutions on this instance (each holds one DB connection). Default 4. */
+  concurrency?: number;
+  /** Check-backs waiting for a slot before new ones are answered UNKNOWN at once. Default 256. */
+  maxQueued?: number;
+  /** How long the fence INSERT waits on an open producer transaction. Default 2000 ms. */
+  lockWaitTimeoutMs?: number;
+}
+
+export interface TransactionalProducerOptions {
+  /** RocketMQ 5 proxy gRPC endpoints: "host:port" or "host1:port;host2:port". */
+  endpoints: string;
+  /** A TypeORM DataSource you own and have initialized (MySQL or MariaDB). */
+  dataSource: DataSource;
+  /** Identifies this service's transactions (TX_ORIGIN). One per database; same on every instance. */
+  producerGroup: string;
+  /** Every topic this producer sends to. Declared at start so check-backs reach this instance. */
+  topics: readonly string[];
+  namespace?: string;
+  checkBack?: CheckBackOptions;
+  credentials?: { accessKey: string; accessSecret: string };
+  sslEnabled?: boolean;
+  /** Per-RPC timeout towards the proxy. Default 3000 ms. */
+  requestTimeoutMs?: number;
+  /** Upper bound for start(). Default 15000 ms. */
+  startTimeoutMs?: number;
+  /** Upper bound for shutdown() to drain in-flight transactions and close the client. Default 10000 ms. */
+  shutdownTimeoutMs?: number;
+  /** Largest message body accepted. Default and maximum 4 MiB (the proxy's maxMessageSize). */
+  maxMessageBytes?: number;
+  logger?: Logger;
+}
+
+export interface ResolvedProducerOptions {
+  endpoints: string;
+  dataSource: DataSource;
+  producerGroup: string;
+  topics: readonly string[];
+  namespace: string;
+  checkBack: Required<Omit<CheckBackOptions, 'resolver'>> & { resolver?: CheckBackResolver };
+  credentials?: { accessKey: string; accessSecret: string };
+  sslEnabled: boolean;
+  requestTimeoutMs: number;
+  startTimeoutMs: number;
+  shutdownTimeoutMs: number;
+  maxMessageBytes: number;
+  logger: Logger;
+}
+
+const KNOWN = [
+  'endpoints',
+  'dataSource',
+  'producerGroup',
+  'topics',
+  'namespace',
+  'checkBack',
+  'credentials',
+  'sslEnabled',
+  'requestTimeoutMs',
+  'startTimeoutMs',
+  'shutdownTimeoutMs',
+  'maxMessageBytes',
+  'logger',
+] as const;
+const CHECK_BACK_KNOWN = ['resolver', 'resolverScope', 'concurrency', 'maxQueued', 'lockWaitTimeoutMs'] as const;
+
+const ENDPOINTS_RE = /^[A-Za-z0-9.-]+(:\d{1,5})?(;[A-Za-z0-9.-]+(:\d{1,5})?)*$/;
+/** RocketMQ topic and group names: letters, digits, %, -, _ ; at most 127 characters. */
+export const RESOURCE_NAME_RE = /^[%A-Za-z0-9_-]{1,127}$/;
+export const MAX_MESSAGE_BYTES = 4 * 1024 * 1024;
+
+export function resolveProducerOptions(input: unknown): ResolvedProducerOptions {
+  const o = requireObject('options', input);
+  rejectUnknownKeys('options', o, KNOWN);
+  const endpoints = requireString('endpoints', o.endpoints, {
+    pattern: ENDPOINTS_RE,
+    describe: '"host:port" or "host1:port;host2:port"',
+  });
+  const dataSource = o.dataSource as DataSource | undefined;
+  if (
+    typeof dataSource !== 'object' ||
+    dataSource === null ||
+    typeof (dataSource as DataSource).createQueryRunner !== 'function'
+  ) {
+    throw new InvalidOptionError('dataSource', dataSource, 'a TypeORM DataSource');
+  }
+  const producerGroup = requireString('producerGroup', o.producerGroup, {
+    pattern: RESOURCE_NAME_RE,
+    describe: 'a name of 1-127 letters, digits, "_", "-" or "%"',
+  });
+  if (!Array.isArray(o.topics) || o.topics.length === 0) {
+    throw new InvalidOptionError('topics', o.topics, 'a non-empty array of topic names');
+  }
+  const topics = o.topics.map((t: unknown, i: number) =>
+    requireString(`topics[${i}]`, t, {
+      pattern: RESOURCE_NAME_RE,
+      describe: 'a topic name of 1-127 letters, digits, "_", "-" or "%"',
+    }),
+  );
+  const cb = optionalObject('checkBack', o.checkBack);
+  rejectUnknownKeys('checkBack', cb, CHECK_BACK_KNOWN);
+  const resolver = optionalFunctionsOf<CheckBackResolver>('checkBack.resolver', cb.resolver, ['resolve']);
+  const resolverScope = cb.resolverScope ?? 'without-tx-id';
+  if (resolverScope !== 'without-tx-id' && resolverScope !== 'all') {
+    throw new InvalidOptionError('checkBack.resolverScope', resolverScope, '"without-tx-id" or "all"');
+  }
+  if (resolverScope === 'all' && !resolver) {
+    throw new InvalidOptionError('checkBack.resolver', resolver, 'a CheckBackResolver when resolverScope is "all"');
+  }
+  let credentials: { accessKey: string; accessSecret: string } | undefined;
+  if (o.credentials !== undefined) {
+    const c = requireObject('credentials', o.credentials);
+    rejectUnknownKeys('credentials', c, ['accessKey', 'accessSecret']);
+    credentials = {
+      accessKey: requireString('credentials.accessKey', c.accessKey),
+      // Never echo a secret into an error message.
+      accessSecret: typeof c.accessSecret === 'string' && c.accessSecret.length > 0 ? c.accessSecret : invalidSecret(),
+    };
+  }
+  const logger = optionalFunctionsOf<Logger>('logger', o.logger, ['debug', 'info', 'warn', 'error']) ?? noopLogger;
+  return {
+    endpoints,
+    dataSource,
+    producerGroup,
+    topics: [...new Set(topics)],
+    namespace: optionalString('namespace', o.namespace, '', { pattern: RESOURCE_NAME_RE }),
+    checkBack: {
+      ...(resolver ? { resolver } : {}),
+      resolverScope,
+      concurrency: optionalInt('checkBack.concurrency', cb.concurrency, 4, 1, 256),
+      maxQueued: optionalInt('checkBack.maxQueued', cb.maxQueued, 256, 0, 100_000),
+      lockWaitTimeoutMs: optionalInt('checkBack.lockWaitTimeoutMs', cb.lockWaitTimeoutMs, 2000, 1000, 60_000),
+    },
+    ...(credentials ? { credentials } : {}),
+    sslEnabled: optionalBoolean('sslEnabled', o.sslEnabled, false),
+    requestTimeoutMs: optionalInt('requestTimeoutMs', o.requestTimeoutMs, 3000, 100, 120_000),
+    startTimeoutMs: optionalInt('startTimeoutMs', o.startTimeoutMs, 15_000, 100, 600_000),
+    shutdownTimeoutMs: optionalInt('shutdownTimeoutMs', o.shutdownTimeoutMs, 10_000, 0, 600_000),
+    maxMessageBytes: optionalInt('maxMessageBytes', o.maxMessageBytes, MAX_MESSAGE_BYTES, 1, MAX_MESSAGE_BYTES),
+    logger,
+  };
+}
+
+function invalidSecret(): never {
+  throw new InvalidOptionError('credentials.accessSecret', '(hidden)', 'a non-empty string');
+}

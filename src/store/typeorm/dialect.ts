@@ -1,0 +1,57 @@
+import type { DataSource, QueryRunner } from 'typeorm';
+import { InvalidOptionError } from '../../errors';
+
+export type DbErrorKind = 'DUPLICATE_KEY' | 'LOCK_WAIT_TIMEOUT' | 'DEADLOCK' | 'OTHER';
+
+/** Per-database SQL and error classification. One implementation per supported database. */
+export interface Dialect {
+  readonly name: 'mysql';
+  placeholder(index: number): string;
+  nowExpression: string;
+  classify(err: unknown): DbErrorKind;
+  /** Runs fn with the session's row-lock wait bounded to about `ms`, then restores the session. */
+  withLockWait<T>(queryRunner: QueryRunner, ms: number, fn: () => Promise<T>): Promise<T>;
+}
+
+function driverError(err: unknown): { code?: unknown; errno?: unknown } {
+  if (typeof err !== 'object' || err === null) return {};
+  const inner = (err as { driverError?: unknown }).driverError;
+  return (typeof inner === 'object' && inner !== null ? inner : err) as { code?: unknown; errno?: unknown };
+}
+
+export const mysqlDialect: Dialect = {
+  name: 'mysql',
+  placeholder: () => '?',
+  nowExpression: 'CURRENT_TIMESTAMP(3)',
+  classify(err) {
+    const { code, errno } = driverError(err);
+    if (code === 'ER_DUP_ENTRY' || errno === 1062) return 'DUPLICATE_KEY';
+    if (code === 'ER_LOCK_WAIT_TIMEOUT' || errno === 1205) return 'LOCK_WAIT_TIMEOUT';
+    if (code === 'ER_LOCK_DEADLOCK' || errno === 1213) return 'DEADLOCK';
+    return 'OTHER';
+  },
+  async withLockWait(queryRunner, ms, fn) {
+    // innodb_lock_wait_timeout is whole seconds (MariaDB treats 0 as NOWAIT): round up, at least 1.
+    const seconds = Math.max(1, Math.ceil(ms / 1000));
+    const rows: Array<{ t: number | string }> = await queryRunner.query(
+      'SELECT @@SESSION.innodb_lock_wait_timeout AS t',
+    );
+    const previous = Number(rows[0]?.t ?? 50);
+    await queryRunner.query(`SET SESSION innodb_lock_wait_timeout = ${seconds}`);
+    try {
+      return await fn();
+    } finally {
+      await queryRunner.query(`SET SESSION innodb_lock_wait_timeout = ${Math.trunc(previous)}`);
+    }
+  },
+};
+
+export function dialectFor(dataSource: DataSource): Dialect {
+  const type = dataSource.options.type;
+  if (type === 'mysql' || type === 'mariadb') return mysqlDialect;
+  throw new InvalidOptionError(
+    'dataSource.options.type',
+    type,
+    '"mysql" or "mariadb" (PostgreSQL support is planned)',
+  );
+}

@@ -1,0 +1,40 @@
+import { Table, type MigrationInterface, type QueryRunner } from 'typeorm';
+
+function isPostgres(queryRunner: QueryRunner): boolean {
+  return queryRunner.connection.options.type === 'postgres';
+}
+
+/** Creates `tx_record` (the fence). Built with TypeORM's Table API so it runs on MySQL/MariaDB and PostgreSQL. */
+export class CreateTxRecord1764633600000 implements MigrationInterface {
+  name = 'CreateTxRecord1764633600000';
+
+  async up(queryRunner: QueryRunner): Promise<void> {
+    const pg = isPostgres(queryRunner);
+    const ts = pg ? 'timestamptz' : 'datetime';
+    const now = pg ? 'CURRENT_TIMESTAMP' : 'CURRENT_TIMESTAMP(3)';
+    await queryRunner.createTable(
+      new Table({
+        name: 'tx_record',
+        columns: [
+          { name: 'tx_id', type: 'char', length: '36', isPrimary: true },
+          { name: 'status', type: 'varchar', length: '16' },
+          { name: 'resolved_by', type: 'varchar', length: '16' },
+          { name: 'producer_group', type: 'varchar', length: '255' },
+          { name: 'topic', type: 'varchar', length: '255', isNullable: true },
+          { name: 'event_count', type: 'int', default: 0 },
+          { name: 'created_at', type: ts, precision: 3, default: now },
+          { name: 'confirmed_at', type: ts, precision: 3, isNullable: true },
+        ],
+        indices: [{ name: 'idx_tx_record_status_confirmed', columnNames: ['status', 'confirmed_at', 'created_at'] }],
+      }),
+      true,
+    );
+  }
+
+  async down(queryRunner: QueryRunner): Promise<void> {
+    await queryRunner.dropTable('tx_record', true);
+  }
+}
+
+/** Add these to your DataSource's `migrations` (or run them with `dataSource.runMigrations()`). */
+export const rocketMqTxMigrations = [CreateTxRecord1764633600000];
