@@ -107,7 +107,8 @@ export function describeValue(value: unknown): string {
   if (typeof value === 'string') {
     return value.length > 80 ? `string of length ${value.length}` : JSON.stringify(value);
   }
-  if (typeof value === 'number' || typeof value === 'boolean' || typeof value === 'bigint') return String(value);
+  if (typeof value === 'number' || typeof value === 'boolean' || typeof value === 'bigint')
+    return String(value);
   if (Buffer.isBuffer(value)) return `Buffer of ${value.length} bytes`;
   if (Array.isArray(value)) return `array of length ${value.length}`;
   if (typeof value === 'function') return 'a function';

@@ -14,6 +14,8 @@ export {
   TransactionalProducer,
   type TransactResult,
   type ProducerStats,
+  type TransactionContext,
+  type TransactionWork,
 } from './producer/TransactionalProducer';
 export type { TransactionalProducerOptions, CheckBackOptions } from './producer/options';
 export type { TransactEvent } from './producer/events';
@@ -26,7 +28,7 @@ export {
   type CheckBackResolver,
 } from './checkback/resolution';
 export { TxRecordResolver, type TxRecordResolverOptions } from './checkback/TxRecordResolver';
-export type { ResolverScope, CheckBackStats } from './checkback/CheckBackDispatcher';
+export type { ResolverScope, CheckBackStats, CheckBackOutcome } from './checkback/CheckBackDispatcher';
 export { TypeOrmTxRecordStore } from './store/typeorm/TypeOrmTxRecordStore';
 export type { TxRecordStore, FenceOutcome, NewTxRecord, TxStatus } from './store/ports';
 export { TxRecordEntity, rocketMqTxEntities, type TxRecord } from './store/typeorm/entities';

@@ -12,7 +12,12 @@ export function mapSendError(err: unknown, topic: string, path: string): RocketM
     return new InvalidMessageError(path, topic, 'a message within the broker size limits', err);
   }
   if (err instanceof TypeError && /message type not match/i.test(message)) {
-    return new InvalidMessageError(`${path}.topic`, topic, 'a topic whose message.type accepts this message', err);
+    return new InvalidMessageError(
+      `${path}.topic`,
+      topic,
+      'a topic whose message.type accepts this message',
+      err,
+    );
   }
   if (name === 'BadRequestException') {
     return new InvalidMessageError(path, topic, 'a message the broker accepts', err);

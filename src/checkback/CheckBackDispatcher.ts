@@ -14,6 +14,15 @@ export interface CheckBackStats {
   errors: number;
 }
 
+/** One answered check-back, for metrics and audit logs. */
+export interface CheckBackOutcome {
+  readonly messageId: string;
+  readonly topic: string;
+  readonly txId?: string;
+  readonly resolution: TransactionResolution;
+  readonly durationMs: number;
+}
+
 export interface CheckBackDispatcherOptions {
   producerGroup: string;
   builtIn: CheckBackResolver;
@@ -22,6 +31,7 @@ export interface CheckBackDispatcherOptions {
   concurrency: number;
   maxQueued: number;
   logger: Logger;
+  onResolved?: (outcome: CheckBackOutcome) => void;
 }
 
 /**
@@ -46,6 +56,26 @@ export class CheckBackDispatcher {
   }
 
   async handle(message: CheckBackMessage): Promise<TransactionResolution> {
+    const started = Date.now();
+    const answer = await this.decide(message);
+    const listener = this.options.onResolved;
+    if (listener) {
+      try {
+        listener({
+          messageId: message.messageId,
+          topic: message.topic,
+          ...(message.txId !== undefined ? { txId: message.txId } : {}),
+          resolution: answer,
+          durationMs: Date.now() - started,
+        });
+      } catch (err) {
+        this.options.logger.warn(errorFields(err), 'checkBack.onResolved threw; ignored');
+      }
+    }
+    return answer;
+  }
+
+  private async decide(message: CheckBackMessage): Promise<TransactionResolution> {
     this.stats.received++;
     const release = await this.semaphore.acquire();
     if (!release) {

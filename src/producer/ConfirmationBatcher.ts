@@ -37,7 +37,10 @@ export class ConfirmationBatcher {
     this.pending = [];
     this.flushing = this.flushing.then(() =>
       this.write(batch).catch((err: unknown) =>
-        this.logger.warn({ ...errorFields(err), count: batch.length }, 'could not record broker confirmations'),
+        this.logger.warn(
+          { ...errorFields(err), count: batch.length },
+          'could not record broker confirmations',
+        ),
       ),
     );
     return this.flushing;

@@ -18,7 +18,11 @@ import { uuidv7 } from '../util/uuidv7';
 import { withTimeout } from '../util/time';
 import { ConfirmationBatcher } from './ConfirmationBatcher';
 import { prepareEvents, type PreparedEvent, type TransactEvent } from './events';
-import { resolveProducerOptions, type ResolvedProducerOptions, type TransactionalProducerOptions } from './options';
+import {
+  resolveProducerOptions,
+  type ResolvedProducerOptions,
+  type TransactionalProducerOptions,
+} from './options';
 
 export interface TransactResult<T> {
   result: T;
@@ -28,6 +32,15 @@ export interface TransactResult<T> {
   /** Event ids (stable across retries and republishes), in the order of the events. */
   eventIds: string[];
 }
+
+/** What `work` learns about the transaction it runs in. */
+export interface TransactionContext {
+  readonly txId: string;
+  /** Event ids, in the order of the events. */
+  readonly eventIds: readonly string[];
+}
+
+export type TransactionWork<T> = (manager: EntityManager, context: TransactionContext) => Promise<T>;
 
 export interface ProducerStats {
   committed: number;
@@ -62,7 +75,13 @@ export class TransactionalProducer {
   private drained: (() => void) | undefined;
   private startPromise: Promise<void> | undefined;
   private shutdownPromise: Promise<void> | undefined;
-  private readonly counters = { committed: 0, rolledBack: 0, fenced: 0, outcomeUnknown: 0, endTransactionFailures: 0 };
+  private readonly counters = {
+    committed: 0,
+    rolledBack: 0,
+    fenced: 0,
+    outcomeUnknown: 0,
+    endTransactionFailures: 0,
+  };
 
   constructor(options: TransactionalProducerOptions, internals: ProducerInternals = {}) {
     this.options = resolveProducerOptions(options);
@@ -77,6 +96,7 @@ export class TransactionalProducer {
         logger: o.logger,
       }),
       ...(o.checkBack.resolver ? { resolver: o.checkBack.resolver } : {}),
+      ...(o.checkBack.onResolved ? { onResolved: o.checkBack.onResolved } : {}),
       resolverScope: o.checkBack.resolverScope,
       concurrency: o.checkBack.concurrency,
       maxQueued: o.checkBack.maxQueued,
@@ -104,7 +124,9 @@ export class TransactionalProducer {
   /** Connects to the proxy; bounded by startTimeoutMs. Safe to call more than once. */
   start(): Promise<void> {
     if (this.state === 'STOPPING' || this.state === 'STOPPED') {
-      return Promise.reject(new ProducerNotRunningError('TransactionalProducer was shut down; create a new one'));
+      return Promise.reject(
+        new ProducerNotRunningError('TransactionalProducer was shut down; create a new one'),
+      );
     }
     if (!this.startPromise) {
       this.state = 'STARTING';
@@ -112,7 +134,11 @@ export class TransactionalProducer {
         this.startPromise = undefined;
         this.state = 'NEW';
         return Promise.reject(
-          new StoreError('options.dataSource is not initialized: call dataSource.initialize() first', undefined, false),
+          new StoreError(
+            'options.dataSource is not initialized: call dataSource.initialize() first',
+            undefined,
+            false,
+          ),
         );
       }
       this.startPromise = this.gateway.start().then(
@@ -140,10 +166,12 @@ export class TransactionalProducer {
    */
   async transact<T>(
     events: TransactEvent | readonly TransactEvent[],
-    work: (manager: EntityManager) => Promise<T>,
+    work: TransactionWork<T>,
   ): Promise<TransactResult<T>> {
     if (this.state !== 'RUNNING') {
-      throw new ProducerNotRunningError(`TransactionalProducer is ${this.state.toLowerCase()}; call start() first`);
+      throw new ProducerNotRunningError(
+        `TransactionalProducer is ${this.state.toLowerCase()}; call start() first`,
+      );
     }
     if (typeof work !== 'function') {
       throw new RocketMqTxError('INVALID_MESSAGE', 'transact(events, work): work must be a function', {
@@ -164,7 +192,7 @@ export class TransactionalProducer {
   private async run<T>(
     txId: string,
     prepared: PreparedEvent[],
-    work: (manager: EntityManager) => Promise<T>,
+    work: TransactionWork<T>,
   ): Promise<TransactResult<T>> {
     const halves = await this.sendHalves(txId, prepared);
     const local = await this.runLocal(txId, prepared, work);
@@ -187,7 +215,7 @@ export class TransactionalProducer {
   private async runLocal<T>(
     txId: string,
     prepared: PreparedEvent[],
-    work: (manager: EntityManager) => Promise<T>,
+    work: TransactionWork<T>,
   ): Promise<{ kind: 'committed'; result: T } | { kind: 'rolled-back' | 'ambiguous'; error: unknown }> {
     const queryRunner = this.options.dataSource.createQueryRunner();
     try {
@@ -195,7 +223,10 @@ export class TransactionalProducer {
         await queryRunner.connect();
         await queryRunner.startTransaction();
       } catch (err) {
-        return { kind: 'rolled-back', error: new StoreError(`could not open a database transaction for ${txId}`, err) };
+        return {
+          kind: 'rolled-back',
+          error: new StoreError(`could not open a database transaction for ${txId}`, err),
+        };
       }
       let inserted: boolean;
       try {
@@ -216,7 +247,7 @@ export class TransactionalProducer {
       }
       let result: T;
       try {
-        result = await work(queryRunner.manager);
+        result = await work(queryRunner.manager, { txId, eventIds: prepared.map((p) => p.eventId) });
       } catch (userError) {
         await this.rollbackLocal(queryRunner, txId);
         this.counters.rolledBack++;
@@ -290,7 +321,10 @@ export class TransactionalProducer {
     if (this.inFlight > 0) {
       const drained = new Promise<void>((resolve) => (this.drained = resolve));
       await withTimeout(drained, this.options.shutdownTimeoutMs, () => new Error('drain timeout')).catch(() =>
-        this.logger.warn({ inFlight: this.inFlight }, 'shutdown did not drain in time; the fence resolves the rest'),
+        this.logger.warn(
+          { inFlight: this.inFlight },
+          'shutdown did not drain in time; the fence resolves the rest',
+        ),
       );
     }
     await this.confirmations.flush();

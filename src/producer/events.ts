@@ -1,6 +1,11 @@
 import { InvalidMessageError } from '../errors';
 import type { OutgoingMessage } from '../broker/gateway';
-import { EVENT_ID_PROPERTY, RESERVED_PROPERTIES, TX_ID_PROPERTY, TX_ORIGIN_PROPERTY } from '../checkback/resolution';
+import {
+  EVENT_ID_PROPERTY,
+  RESERVED_PROPERTIES,
+  TX_ID_PROPERTY,
+  TX_ORIGIN_PROPERTY,
+} from '../checkback/resolution';
 import { isUuid, uuidv7 } from '../util/uuidv7';
 import { isPlainObject } from '../util/validate';
 
@@ -36,16 +41,25 @@ export interface EventRules {
 /** Validates and serializes events; throws InvalidMessageError naming the field path. */
 export function prepareEvents(input: unknown, txId: string, rules: EventRules): PreparedEvent[] {
   const list = Array.isArray(input) ? input : [input];
-  if (list.length === 0) throw new InvalidMessageError('events', input, 'one event or a non-empty array of events');
+  if (list.length === 0)
+    throw new InvalidMessageError('events', input, 'one event or a non-empty array of events');
   if (list.length > MAX_EVENTS_PER_TRANSACTION) {
-    throw new InvalidMessageError('events', input, `at most ${MAX_EVENTS_PER_TRANSACTION} events per transaction`);
+    throw new InvalidMessageError(
+      'events',
+      input,
+      `at most ${MAX_EVENTS_PER_TRANSACTION} events per transaction`,
+    );
   }
   const seen = new Set<string>();
   return list.map((raw, i) => {
     const path = Array.isArray(input) ? `events[${i}]` : 'event';
     const prepared = prepareOne(raw, path, txId, rules);
     if (seen.has(prepared.eventId)) {
-      throw new InvalidMessageError(`${path}.eventId`, prepared.eventId, 'an eventId not repeated in one transaction');
+      throw new InvalidMessageError(
+        `${path}.eventId`,
+        prepared.eventId,
+        'an eventId not repeated in one transaction',
+      );
     }
     seen.add(prepared.eventId);
     return prepared;
@@ -68,8 +82,15 @@ function prepareOne(raw: unknown, path: string, txId: string, rules: EventRules)
     );
   }
   const tag = raw.tag;
-  if (tag !== undefined && (typeof tag !== 'string' || tag.trim().length === 0 || tag.length > 128 || tag.includes('|'))) {
-    throw new InvalidMessageError(`${path}.tag`, tag, 'a non-blank string of at most 128 characters without "|"');
+  if (
+    tag !== undefined &&
+    (typeof tag !== 'string' || tag.trim().length === 0 || tag.length > 128 || tag.includes('|'))
+  ) {
+    throw new InvalidMessageError(
+      `${path}.tag`,
+      tag,
+      'a non-blank string of at most 128 characters without "|"',
+    );
   }
   const eventId = raw.eventId === undefined ? uuidv7() : raw.eventId;
   if (!isUuid(eventId)) throw new InvalidMessageError(`${path}.eventId`, eventId, 'a lowercase UUID string');
@@ -115,7 +136,11 @@ function validateProperties(value: unknown, path: string): Record<string, string
   let bytes = 0;
   for (const [name, v] of Object.entries(value)) {
     if (!PROPERTY_NAME_RE.test(name)) {
-      throw new InvalidMessageError(`${path}.${name}`, name, 'a property name of 1-64 letters, digits, "_", "." or "-"');
+      throw new InvalidMessageError(
+        `${path}.${name}`,
+        name,
+        'a property name of 1-64 letters, digits, "_", "." or "-"',
+      );
     }
     if (RESERVED_PROPERTIES.includes(name)) {
       throw new InvalidMessageError(`${path}.${name}`, v, `no value: ${name} is set by rocketmq-tx`);
@@ -124,7 +149,11 @@ function validateProperties(value: unknown, path: string): Record<string, string
     bytes += Buffer.byteLength(name) + Buffer.byteLength(v);
   }
   if (bytes > MAX_USER_PROPERTY_BYTES) {
-    throw new InvalidMessageError(path, value, `properties of at most ${MAX_USER_PROPERTY_BYTES} bytes in all`);
+    throw new InvalidMessageError(
+      path,
+      value,
+      `properties of at most ${MAX_USER_PROPERTY_BYTES} bytes in all`,
+    );
   }
   return { ...(value as Record<string, string>) };
 }

@@ -1,7 +1,7 @@
 import type { DataSource } from 'typeorm';
 import { InvalidOptionError } from '../errors';
 import type { CheckBackResolver } from '../checkback/resolution';
-import type { ResolverScope } from '../checkback/CheckBackDispatcher';
+import type { CheckBackOutcome, ResolverScope } from '../checkback/CheckBackDispatcher';
 import { noopLogger, type Logger } from '../util/logger';
 import {
   optionalBoolean,
@@ -25,6 +25,8 @@ export interface CheckBackOptions {
   maxQueued?: number;
   /** How long the fence INSERT waits on an open producer transaction. Default 2000 ms. */
   lockWaitTimeoutMs?: number;
+  /** Called after each answered check-back (metrics, audit). Must not throw; errors are logged. */
+  onResolved?: (outcome: CheckBackOutcome) => void;
 }
 
 export interface TransactionalProducerOptions {
@@ -57,7 +59,10 @@ export interface ResolvedProducerOptions {
   producerGroup: string;
   topics: readonly string[];
   namespace: string;
-  checkBack: Required<Omit<CheckBackOptions, 'resolver'>> & { resolver?: CheckBackResolver };
+  checkBack: Required<Omit<CheckBackOptions, 'resolver' | 'onResolved'>> & {
+    resolver?: CheckBackResolver;
+    onResolved?: (outcome: CheckBackOutcome) => void;
+  };
   credentials?: { accessKey: string; accessSecret: string };
   sslEnabled: boolean;
   requestTimeoutMs: number;
@@ -82,7 +87,14 @@ const KNOWN = [
   'maxMessageBytes',
   'logger',
 ] as const;
-const CHECK_BACK_KNOWN = ['resolver', 'resolverScope', 'concurrency', 'maxQueued', 'lockWaitTimeoutMs'] as const;
+const CHECK_BACK_KNOWN = [
+  'resolver',
+  'resolverScope',
+  'concurrency',
+  'maxQueued',
+  'lockWaitTimeoutMs',
+  'onResolved',
+] as const;
 
 const ENDPOINTS_RE = /^[A-Za-z0-9.-]+(:\d{1,5})?(;[A-Za-z0-9.-]+(:\d{1,5})?)*$/;
 /** RocketMQ topic and group names: letters, digits, %, -, _ ; at most 127 characters. */
@@ -125,8 +137,16 @@ export function resolveProducerOptions(input: unknown): ResolvedProducerOptions 
     throw new InvalidOptionError('checkBack.resolverScope', resolverScope, '"without-tx-id" or "all"');
   }
   if (resolverScope === 'all' && !resolver) {
-    throw new InvalidOptionError('checkBack.resolver', resolver, 'a CheckBackResolver when resolverScope is "all"');
+    throw new InvalidOptionError(
+      'checkBack.resolver',
+      resolver,
+      'a CheckBackResolver when resolverScope is "all"',
+    );
   }
+  if (cb.onResolved !== undefined && typeof cb.onResolved !== 'function') {
+    throw new InvalidOptionError('checkBack.onResolved', cb.onResolved, 'a function');
+  }
+  const onResolved = cb.onResolved as ((outcome: CheckBackOutcome) => void) | undefined;
   let credentials: { accessKey: string; accessSecret: string } | undefined;
   if (o.credentials !== undefined) {
     const c = requireObject('credentials', o.credentials);
@@ -134,10 +154,12 @@ export function resolveProducerOptions(input: unknown): ResolvedProducerOptions 
     credentials = {
       accessKey: requireString('credentials.accessKey', c.accessKey),
       // Never echo a secret into an error message.
-      accessSecret: typeof c.accessSecret === 'string' && c.accessSecret.length > 0 ? c.accessSecret : invalidSecret(),
+      accessSecret:
+        typeof c.accessSecret === 'string' && c.accessSecret.length > 0 ? c.accessSecret : invalidSecret(),
     };
   }
-  const logger = optionalFunctionsOf<Logger>('logger', o.logger, ['debug', 'info', 'warn', 'error']) ?? noopLogger;
+  const logger =
+    optionalFunctionsOf<Logger>('logger', o.logger, ['debug', 'info', 'warn', 'error']) ?? noopLogger;
   return {
     endpoints,
     dataSource,
@@ -146,6 +168,7 @@ export function resolveProducerOptions(input: unknown): ResolvedProducerOptions 
     namespace: optionalString('namespace', o.namespace, '', { pattern: RESOURCE_NAME_RE }),
     checkBack: {
       ...(resolver ? { resolver } : {}),
+      ...(onResolved ? { onResolved } : {}),
       resolverScope,
       concurrency: optionalInt('checkBack.concurrency', cb.concurrency, 4, 1, 256),
       maxQueued: optionalInt('checkBack.maxQueued', cb.maxQueued, 256, 0, 100_000),
@@ -156,7 +179,13 @@ export function resolveProducerOptions(input: unknown): ResolvedProducerOptions 
     requestTimeoutMs: optionalInt('requestTimeoutMs', o.requestTimeoutMs, 3000, 100, 120_000),
     startTimeoutMs: optionalInt('startTimeoutMs', o.startTimeoutMs, 15_000, 100, 600_000),
     shutdownTimeoutMs: optionalInt('shutdownTimeoutMs', o.shutdownTimeoutMs, 10_000, 0, 600_000),
-    maxMessageBytes: optionalInt('maxMessageBytes', o.maxMessageBytes, MAX_MESSAGE_BYTES, 1, MAX_MESSAGE_BYTES),
+    maxMessageBytes: optionalInt(
+      'maxMessageBytes',
+      o.maxMessageBytes,
+      MAX_MESSAGE_BYTES,
+      1,
+      MAX_MESSAGE_BYTES,
+    ),
     logger,
   };
 }

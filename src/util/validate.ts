@@ -16,10 +16,18 @@ export function optionalObject(option: string, value: unknown): Record<string, u
   return requireObject(option, value);
 }
 
-export function rejectUnknownKeys(option: string, value: Record<string, unknown>, known: readonly string[]): void {
+export function rejectUnknownKeys(
+  option: string,
+  value: Record<string, unknown>,
+  known: readonly string[],
+): void {
   for (const key of Object.keys(value)) {
     if (!known.includes(key)) {
-      throw new InvalidOptionError(`${option}.${key}`, value[key], `no such option (known: ${known.join(', ')})`);
+      throw new InvalidOptionError(
+        `${option}.${key}`,
+        value[key],
+        `no such option (known: ${known.join(', ')})`,
+      );
     }
   }
 }
@@ -48,7 +56,13 @@ export function optionalString(
   return requireString(option, value, rule);
 }
 
-export function optionalInt(option: string, value: unknown, fallback: number, min: number, max: number): number {
+export function optionalInt(
+  option: string,
+  value: unknown,
+  fallback: number,
+  min: number,
+  max: number,
+): number {
   if (value === undefined) return fallback;
   if (typeof value !== 'number' || !Number.isInteger(value) || value < min || value > max) {
     throw new InvalidOptionError(option, value, `an integer from ${min} to ${max}`);
@@ -62,7 +76,11 @@ export function optionalBoolean(option: string, value: unknown, fallback: boolea
   return value;
 }
 
-export function optionalFunctionsOf<T>(option: string, value: unknown, methods: readonly string[]): T | undefined {
+export function optionalFunctionsOf<T>(
+  option: string,
+  value: unknown,
+  methods: readonly string[],
+): T | undefined {
   if (value === undefined) return undefined;
   if (typeof value !== 'object' || value === null) {
     throw new InvalidOptionError(option, value, `an object with methods ${methods.join(', ')}`);

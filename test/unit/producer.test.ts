@@ -49,7 +49,11 @@ describe('TransactionalProducer state machine (fake broker and store)', () => {
       'end.commit:m0',
     ]);
     expect(seen[0]).toEqual({ marker: 'manager' });
-    expect(gateway.sent[0]!.properties).toMatchObject({ TX_ID: out.txId, TX_ORIGIN: 'orders', EVENT_ID: out.eventIds[0] });
+    expect(gateway.sent[0]!.properties).toMatchObject({
+      TX_ID: out.txId,
+      TX_ORIGIN: 'orders',
+      EVENT_ID: out.eventIds[0],
+    });
     expect(gateway.sent[0]!.keys[0]).toBe(out.eventIds[0]);
     await producer.shutdown();
     expect(store.confirmed).toEqual([out.txId]);
@@ -88,7 +92,9 @@ describe('TransactionalProducer state machine (fake broker and store)', () => {
     const cause = new Error('Connection lost: The server closed the connection.');
     const { journal, producer } = setup({ commitError: cause });
     await producer.start();
-    const err = await producer.transact({ topic: 'orders_tx', body: 'x' }, async () => 1).catch((e: unknown) => e);
+    const err = await producer
+      .transact({ topic: 'orders_tx', body: 'x' }, async () => 1)
+      .catch((e: unknown) => e);
     expect(err).toBeInstanceOf(TransactionOutcomeUnknownError);
     expect((err as Error).cause).toBe(cause);
     expect(journal.events.filter((e) => e.startsWith('end.'))).toEqual([]);
@@ -147,7 +153,9 @@ describe('TransactionalProducer state machine (fake broker and store)', () => {
     const cause = new Error("Table 'test.tx_record' doesn't exist");
     store.insertError = cause;
     await producer.start();
-    const err = await producer.transact({ topic: 'orders_tx', body: 'x' }, async () => 1).catch((e: unknown) => e);
+    const err = await producer
+      .transact({ topic: 'orders_tx', body: 'x' }, async () => 1)
+      .catch((e: unknown) => e);
     expect(err).toBeInstanceOf(StoreError);
     expect((err as Error).cause).toBe(cause);
     expect(journal.events).toContain('db.rollback');

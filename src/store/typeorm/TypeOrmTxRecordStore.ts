@@ -36,9 +36,11 @@ export class TypeOrmTxRecordStore implements TxRecordStore {
           return { kind: 'FENCED' } as const;
         } catch (err) {
           const kind = this.dialect.classify(err);
-          if (kind === 'LOCK_WAIT_TIMEOUT') return { kind: 'UNDECIDED', reason: 'LOCK_WAIT_TIMEOUT', error: err } as const;
+          if (kind === 'LOCK_WAIT_TIMEOUT')
+            return { kind: 'UNDECIDED', reason: 'LOCK_WAIT_TIMEOUT', error: err } as const;
           if (kind === 'DEADLOCK') return { kind: 'UNDECIDED', reason: 'DEADLOCK', error: err } as const;
-          if (kind !== 'DUPLICATE_KEY') return { kind: 'UNDECIDED', reason: 'DATABASE_ERROR', error: err } as const;
+          if (kind !== 'DUPLICATE_KEY')
+            return { kind: 'UNDECIDED', reason: 'DATABASE_ERROR', error: err } as const;
         }
         // A new autocommit statement is a fresh read: it sees the winner's committed row.
         const status = await this.readStatus(queryRunner.manager, record.txId);

@@ -25,7 +25,9 @@ export class CreateTxRecord1764633600000 implements MigrationInterface {
           { name: 'created_at', type: ts, precision: 3, default: now },
           { name: 'confirmed_at', type: ts, precision: 3, isNullable: true },
         ],
-        indices: [{ name: 'idx_tx_record_status_confirmed', columnNames: ['status', 'confirmed_at', 'created_at'] }],
+        indices: [
+          { name: 'idx_tx_record_status_confirmed', columnNames: ['status', 'confirmed_at', 'created_at'] },
+        ],
       }),
       true,
     );

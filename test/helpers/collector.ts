@@ -1,0 +1,89 @@
+import { SimpleConsumer } from 'rocketmq-client-nodejs';
+import { ENDPOINTS, waitFor } from './env';
+
+export interface Received {
+  messageId: string;
+  topic: string;
+  tag?: string;
+  keys: string[];
+  properties: Record<string, string>;
+  body: string;
+  deliveryAttempt?: number;
+}
+
+const quiet = { info() {}, warn() {}, error() {}, debug() {} };
+
+/**
+ * Receives everything on a topic into memory with a raw SimpleConsumer of its own group, acking
+ * each message. Start it before producing: a new group does not see older messages.
+ */
+export class Collector {
+  readonly received: Received[] = [];
+  private readonly consumer: SimpleConsumer;
+  private running = false;
+  private loop: Promise<void> = Promise.resolve();
+  private polls = 0;
+
+  constructor(
+    readonly topic: string,
+    readonly group: string = `rmqtx_collect_${process.pid}_${Math.random().toString(36).slice(2, 8)}`,
+  ) {
+    this.consumer = new SimpleConsumer({
+      endpoints: ENDPOINTS,
+      namespace: '',
+      consumerGroup: group,
+      subscriptions: new Map([[topic, '*']]),
+      // The proxy clamps long polling to at least 5 s; the client deadline is requestTimeout + awaitDuration.
+      awaitDuration: 5000,
+      requestTimeout: 3000,
+      logger: quiet,
+    });
+  }
+
+  async start(): Promise<this> {
+    await this.consumer.startup();
+    this.running = true;
+    this.loop = this.run();
+    // Wait for a completed long poll so the subscription is live at the proxy (apache/rocketmq #8133).
+    await waitFor(() => this.polls > 0, {
+      timeoutMs: 30_000,
+      description: `first receive round of ${this.group}`,
+    });
+    return this;
+  }
+
+  private async run(): Promise<void> {
+    while (this.running) {
+      try {
+        const views = await this.consumer.receive(16, 15_000);
+        for (const v of views) {
+          const properties: Record<string, string> = {};
+          for (const [k, val] of v.properties) properties[k] = val;
+          this.received.push({
+            messageId: v.messageId,
+            topic: v.topic,
+            ...(v.tag !== undefined ? { tag: v.tag } : {}),
+            keys: [...v.keys],
+            properties,
+            body: v.body.toString('utf8'),
+            ...(v.deliveryAttempt !== undefined ? { deliveryAttempt: v.deliveryAttempt } : {}),
+          });
+          await this.consumer.ack(v).catch(() => undefined);
+        }
+      } catch {
+        if (this.running) await new Promise((r) => setTimeout(r, 200));
+      }
+      this.polls++;
+    }
+  }
+
+  withProperty(name: string, value: string): Received[] {
+    return this.received.filter((m) => m.properties[name] === value);
+  }
+
+  async stop(): Promise<void> {
+    this.running = false;
+    await this.loop;
+    await this.consumer.shutdown().catch(() => undefined);
+  }
+}

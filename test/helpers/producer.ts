@@ -1,0 +1,43 @@
+import type { DataSource } from 'typeorm';
+import { TransactionalProducer, type TransactionalProducerOptions } from '../../src';
+import { RocketMqGateway } from '../../src/broker/RocketMqGateway';
+import type { BrokerGateway, HalfMessage } from '../../src/broker/gateway';
+import { ENDPOINTS } from './env';
+
+export interface Interceptors {
+  /** Runs after a half message was accepted, before the local transaction starts. */
+  afterHalf?: (half: HalfMessage) => Promise<void>;
+  /** Return false to drop the EndTransaction (as if the process died or the reply was lost). */
+  beforeEnd?: (half: HalfMessage, commit: boolean) => Promise<boolean>;
+}
+
+/** A producer on the real broker; interceptors wrap the real gateway to open crash windows. */
+export function makeProducer(
+  dataSource: DataSource,
+  options: Partial<TransactionalProducerOptions> & { topics: string[]; producerGroup: string },
+  interceptors: Interceptors = {},
+): TransactionalProducer {
+  return new TransactionalProducer(
+    { endpoints: ENDPOINTS, dataSource, startTimeoutMs: 30_000, ...options },
+    {
+      gateway: (config, logger) => {
+        const real = new RocketMqGateway(config, logger);
+        const wrapped: BrokerGateway = {
+          start: () => real.start(),
+          send: (m) => real.send(m),
+          shutdown: () => real.shutdown(),
+          sendHalf: async (m) => {
+            const half = await real.sendHalf(m);
+            if (interceptors.afterHalf) await interceptors.afterHalf(half);
+            return half;
+          },
+          endTransaction: async (half, commit) => {
+            if (interceptors.beforeEnd && !(await interceptors.beforeEnd(half, commit))) return;
+            await real.endTransaction(half, commit);
+          },
+        };
+        return wrapped;
+      },
+    },
+  );
+}

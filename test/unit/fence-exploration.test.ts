@@ -1,0 +1,341 @@
+/**
+ * DESIGN.md "Check-back: a fence, never a guess", explored over the real code the way
+ * ../shared/model/checkback_fence_model.py explores the model: one producer (the real
+ * TransactionalProducer.transact) and two check-back instances (real TransactionalProducers of the
+ * same producerGroup: gateway handler -> CheckBackDispatcher -> TxRecordResolver -> fence) on one
+ * txId, every interleaving, crashes at every point, lost messages, ambiguous commits, lock waits
+ * and deadlock victims. Then each shortcut of the model replaces the resolver and must be caught.
+ */
+import {
+  TransactionalProducer,
+  TransactionResolution,
+  type CheckBackMessage,
+  type CheckBackResolver,
+} from '../../src';
+import type { NewTxRecord } from '../../src/store/ports';
+import {
+  Scheduler,
+  ScheduledGateway,
+  ScheduledTxRecordStore,
+  World,
+  checkBackMessage,
+  explore,
+  formatViolation,
+  pooledConnectionMoves,
+  scheduledDataSource,
+  type ExplorableRun,
+  type ScheduledDbOptions,
+} from './fakes/scheduler';
+
+const PRODUCER_GROUP = 'orders';
+const TOPIC = 'orders_tx';
+/** The broker's check budget for the one half message, across both instances (as in the model). */
+const MAX_CHECKS = 3;
+const CHECKERS = ['C1', 'C2'] as const;
+
+class WorkFailedError extends Error {
+  override name = 'WorkFailedError';
+}
+
+type ResolverFactory = (store: ScheduledTxRecordStore) => CheckBackResolver;
+
+interface FenceRun extends ExplorableRun {
+  readonly world: World;
+  /** 'running', 'crashed', 'resolved' or the name of the error transact threw. */
+  readonly outcome: () => string;
+}
+
+interface RunOptions {
+  /** Replaces the built-in resolver on both check-back instances (resolverScope 'all'). */
+  resolver?: ResolverFactory;
+  db?: ScheduledDbOptions;
+  /** Reports a connection pooled with its transaction open only through what it leads to. */
+  tolerateLeaks?: boolean;
+}
+
+async function startRun(options: RunOptions = {}): Promise<FenceRun> {
+  const world = new World();
+  const sched = new Scheduler();
+  const instance = (actor: string) => {
+    const gateway = new ScheduledGateway(world, sched, actor);
+    const store = new ScheduledTxRecordStore(world, sched, actor);
+    const resolver = options.resolver?.(store);
+    const producer = new TransactionalProducer(
+      {
+        endpoints: '127.0.0.1:8081',
+        dataSource: scheduledDataSource(world, sched, actor, options.db),
+        producerGroup: PRODUCER_GROUP,
+        topics: [TOPIC],
+        ...(resolver ? { checkBack: { resolver, resolverScope: 'all' as const } } : {}),
+      },
+      { gateway: gateway.factory, store },
+    );
+    return { producer, gateway };
+  };
+
+  const producer = instance('P').producer;
+  await producer.start();
+  let outcome = 'running';
+  const work = () =>
+    sched.point<void>('P', 'work', () => [
+      {
+        name: 'ok',
+        apply: () => {
+          world.businessPending = true;
+        },
+      },
+      {
+        name: 'fails',
+        apply: () => {
+          throw new WorkFailedError('business rule violated');
+        },
+      },
+    ]);
+  sched.spawn(
+    'P',
+    async () => {
+      try {
+        await producer.transact({ topic: TOPIC, body: { orderId: 1 } }, async () => {
+          await work();
+          return 'done';
+        });
+        outcome = 'resolved';
+      } catch (err) {
+        outcome = err instanceof Error ? err.name : String(err);
+      }
+    },
+    () => {
+      // The process dies with its pool: InnoDB rolls back every open transaction it had.
+      world.end('P', false);
+      world.leaks.delete('P');
+      outcome = 'crashed';
+    },
+  );
+
+  const checkers = new Map<string, ScheduledGateway>();
+  const startChecker = async (actor: string) => {
+    const checker = instance(actor);
+    checkers.set(actor, checker.gateway);
+    await checker.producer.start();
+  };
+  for (const actor of CHECKERS) await startChecker(actor);
+  // The broker asks any instance while the half message is unresolved, within its check budget.
+  sched.addSource(() => {
+    if (world.broker !== 'HALF' || world.checks >= MAX_CHECKS) return [];
+    return CHECKERS.filter((actor) => !sched.isBusy(actor)).map((actor) => ({
+      id: `broker asks ${actor}`,
+      run: () => {
+        world.checks++;
+        const message = checkBackMessage(world);
+        if (message.txId === undefined || message.origin !== PRODUCER_GROUP) {
+          world.faults.push(
+            `check-back without TX_ID or TX_ORIGIN=${PRODUCER_GROUP}: ${JSON.stringify(message.properties)}`,
+          );
+        }
+        sched.spawn(
+          actor,
+          () => checkers.get(actor)!.checkBack(message),
+          () => {
+            // The process dies: InnoDB rolls its open statement back; a fresh instance takes over.
+            world.end(actor, false);
+            sched.track(startChecker(actor));
+          },
+        );
+      },
+    }));
+  });
+
+  sched.addSource(() => pooledConnectionMoves(world));
+
+  const actorKey = (actor: string) => (sched.isBusy(actor) ? sched.trail(actor).join(', ') : 'idle');
+  return {
+    sched,
+    world,
+    outcome: () => outcome,
+    key: () =>
+      [
+        world.key(),
+        `P: ${outcome === 'running' ? actorKey('P') : outcome}`,
+        ...CHECKERS.map((actor) => `${actor}: ${actorKey(actor)}`),
+      ].join(' | '),
+    violations: () => violations(world, outcome, options.tolerateLeaks ?? false),
+  };
+}
+
+function violations(world: World, outcome: string, tolerateLeaks: boolean): string[] {
+  const v = [...world.faults];
+  if (world.leaks.size > 0 && !tolerateLeaks) {
+    v.push(`${[...world.leaks].join(', ')} put a connection back in the pool with its transaction open`);
+  }
+  if (world.sent.has('COMMIT') && world.sent.has('ROLLBACK')) v.push('both COMMIT and ROLLBACK sent');
+  if (world.broker === 'DELIVERED' && world.committed !== 'COMMITTED')
+    v.push('delivered but not committed (phantom)');
+  if (world.broker === 'DISCARDED' && world.committed === 'COMMITTED')
+    v.push('committed but discarded (lost)');
+  if (outcome === 'resolved' && world.committed !== 'COMMITTED')
+    v.push('transact resolved but tx_record is not COMMITTED');
+  if (
+    outcome === 'TransactionFencedError' &&
+    (world.committed !== 'ROLLED_BACK' || world.businessCommitted)
+  ) {
+    v.push('transact was fenced but tx_record is not ROLLED_BACK or the work committed');
+  }
+  const failedCleanly = !['running', 'crashed', 'resolved', 'TransactionOutcomeUnknownError'].includes(
+    outcome,
+  );
+  if (failedCleanly && (world.committed === 'COMMITTED' || world.businessCommitted)) {
+    v.push(`transact threw ${outcome} but its transaction committed`);
+  }
+  return v;
+}
+
+// ---- the model's shortcuts, each replacing the built-in resolver on every check-back instance
+
+const recordOf = (message: CheckBackMessage): NewTxRecord => ({
+  txId: message.txId!,
+  producerGroup: PRODUCER_GROUP,
+  topic: message.topic,
+  eventCount: 0,
+});
+
+/** (a) Answers from a plain SELECT: no row -> ROLLBACK. */
+const naive: ResolverFactory = (store) => ({
+  async resolve() {
+    const row = await store.plainRead();
+    return row === 'COMMITTED' ? TransactionResolution.COMMIT : TransactionResolution.ROLLBACK;
+  },
+});
+
+/** (b) The fence, but a lock-wait timeout or deadlock is answered ROLLBACK. */
+const rollbackOnError: ResolverFactory = (store) => ({
+  async resolve(message) {
+    const outcome = await store.fence(recordOf(message));
+    if (outcome.kind === 'COMMITTED') return TransactionResolution.COMMIT;
+    if (outcome.kind === 'UNDECIDED' && outcome.reason === 'DATABASE_ERROR')
+      return TransactionResolution.UNKNOWN;
+    return TransactionResolution.ROLLBACK;
+  },
+});
+
+/** (c) The tombstone INSERT, but a duplicate key is taken as COMMIT without reading the row. */
+const commitOnDup: ResolverFactory = (store) => ({
+  async resolve(message) {
+    const outcome = await store.insertTombstone(recordOf(message));
+    if (outcome.kind === 'DUPLICATE') return TransactionResolution.COMMIT;
+    if (outcome.kind === 'FENCED') return TransactionResolution.ROLLBACK;
+    return TransactionResolution.UNKNOWN;
+  },
+});
+
+const summary: string[] = [];
+afterAll(() => console.log(summary.join('\n')));
+
+/** Moves the exploration must have taken: every kind of nondeterminism the brief lists, on each side. */
+const EXPECTED_MOVES = [
+  'P: send half -> rejected',
+  'P: send half -> accepted, ack lost',
+  'P: INSERT tx_record -> duplicate key',
+  'P: INSERT tx_record -> lock-wait timeout',
+  'P: work -> fails',
+  'P: COMMIT -> ambiguous, did commit',
+  'P: COMMIT -> ambiguous, did not commit',
+  'P: EndTransaction COMMIT -> lost',
+  'P: EndTransaction ROLLBACK -> delivered',
+  'P: crashes at COMMIT',
+  'C1: fence INSERT -> lock-wait timeout',
+  'C2: fence INSERT -> deadlock victim',
+  'C1: fence autocommit -> failed, did commit',
+  'C2: fresh read -> row read: COMMITTED',
+  'C1: fresh read -> row read: ROLLED_BACK',
+  'C1: reply COMMIT -> delivered',
+  'C2: reply ROLLBACK -> lost',
+  'C1: crashes at fence autocommit',
+  'C2: crashes at fence INSERT',
+];
+
+describe('check-back fence, every interleaving of the real producer and two check-back instances', () => {
+  it('never sends both answers, never delivers a rolled-back or discards a committed transaction', async () => {
+    const started = Date.now();
+    const outcomes = new Set<string>();
+    const brokerStates = new Set<string>();
+    let committedUndelivered = 0;
+    const result = await explore(() => startRun(), {
+      onTerminal: (run) => {
+        outcomes.add(run.outcome());
+        brokerStates.add(run.world.broker);
+        if (run.world.committed === 'COMMITTED' && run.world.broker !== 'DELIVERED') committedUndelivered++;
+      },
+    });
+    if (result.violation) throw new Error(formatViolation('fence', result.violation));
+    summary.push(
+      `variant=fence states=${result.states} terminals=${result.terminals} transitions=${result.transitions}` +
+        ` (${Date.now() - started} ms); no safety violation; terminal states with a COMMITTED row` +
+        ` still undelivered (check budget ${MAX_CHECKS} spent or replies lost): ${committedUndelivered}`,
+    );
+    // At least the model's 665 states and 25 terminal states: the real code makes every distinction it makes.
+    expect(result.states).toBeGreaterThanOrEqual(665);
+    expect(result.terminals).toBeGreaterThanOrEqual(25);
+    // Not vacuous: every kind of move was taken, every way transact ends and every broker fate is reached.
+    expect(EXPECTED_MOVES.filter((id) => !result.movesTaken.has(id))).toEqual([]);
+    expect([...outcomes].sort()).toEqual(
+      [
+        'BrokerUnavailableError',
+        'StoreError',
+        'TransactionFencedError',
+        'TransactionOutcomeUnknownError',
+        'WorkFailedError',
+        'crashed',
+        'resolved',
+      ].sort(),
+    );
+    expect([...brokerStates].sort()).toEqual(['DELIVERED', 'DISCARDED', 'HALF', 'NONE']);
+    // The model's open end: a COMMITTED row the broker discards once its budget is spent (the relay republishes).
+    expect(committedUndelivered).toBeGreaterThan(0);
+  }, 60_000);
+
+  it.each<[string, ResolverFactory, string]>([
+    ['naive', naive, 'committed but discarded (lost)'],
+    ['rollback-on-error', rollbackOnError, 'committed but discarded (lost)'],
+    ['commit-on-dup', commitOnDup, 'delivered but not committed (phantom)'],
+  ])(
+    'catches the %s shortcut',
+    async (variant, resolver, expected) => {
+      const result = await explore(() => startRun({ resolver }));
+      expect(result.violation).toBeDefined();
+      const report = formatViolation(variant, result.violation!);
+      summary.push(`variant=${variant} states=${result.states} terminals=${result.terminals}\n${report}`);
+      expect(result.violation!.problems).toContain(expected);
+    },
+    30_000,
+  );
+});
+
+/*
+ * Known bug, reported rather than fixed here (src/producer/TransactionalProducer.ts, runLocal and
+ * rollbackLocal). TypeORM keeps isTransactionActive true when commitTransaction/rollbackTransaction
+ * throws before the statement is sent (a beforeTransactionCommit/Rollback subscriber throws), and
+ * release() hands the live connection back to the mysql2 pool with the transaction still open.
+ * When src is fixed these tests start passing, and jest reports it: turn `it.failing` into `it`.
+ */
+describe('a COMMIT or ROLLBACK that fails before it is sent (known bug)', () => {
+  it.failing(
+    'ROLLBACK: the producer sends no ROLLBACK for a transaction that can still commit',
+    async () => {
+      const db = { rollbackFailsBeforeSending: true };
+      const result = await explore(() => startRun({ db, tolerateLeaks: true }));
+      if (result.violation) summary.push(formatViolation('rollback-fails-before-sending', result.violation));
+      expect(result.violation).toBeUndefined();
+    },
+    60_000,
+  );
+
+  it.failing(
+    'COMMIT: no connection goes back to the pool with the transaction open',
+    async () => {
+      const result = await explore(() => startRun({ db: { commitFailsBeforeSending: true } }));
+      if (result.violation) summary.push(formatViolation('commit-fails-before-sending', result.violation));
+      expect(result.violation).toBeUndefined();
+    },
+    60_000,
+  );
+});
