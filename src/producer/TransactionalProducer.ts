@@ -13,6 +13,7 @@ import { CheckBackDispatcher, type CheckBackStats } from '../checkback/CheckBack
 import { TxRecordResolver } from '../checkback/TxRecordResolver';
 import type { TxRecordStore } from '../store/ports';
 import { TypeOrmTxRecordStore } from '../store/typeorm/TypeOrmTxRecordStore';
+import { destroyConnection } from '../store/typeorm/dialect';
 import { errorFields, type Logger } from '../util/logger';
 import { uuidv7 } from '../util/uuidv7';
 import { withTimeout } from '../util/time';
@@ -237,11 +238,11 @@ export class TransactionalProducer {
           eventCount: prepared.length,
         });
       } catch (err) {
-        await this.rollbackLocal(queryRunner, txId);
+        await this.abandonLocal(queryRunner, txId);
         return { kind: 'rolled-back', error: new StoreError(`could not insert tx_record ${txId}`, err) };
       }
       if (!inserted) {
-        await this.rollbackLocal(queryRunner, txId);
+        await this.abandonLocal(queryRunner, txId);
         this.counters.fenced++;
         return { kind: 'rolled-back', error: new TransactionFencedError(txId) };
       }
@@ -249,7 +250,7 @@ export class TransactionalProducer {
       try {
         result = await work(queryRunner.manager, { txId, eventIds: prepared.map((p) => p.eventId) });
       } catch (userError) {
-        await this.rollbackLocal(queryRunner, txId);
+        await this.abandonLocal(queryRunner, txId);
         this.counters.rolledBack++;
         return { kind: 'rolled-back', error: userError };
       }
@@ -257,6 +258,8 @@ export class TransactionalProducer {
         await queryRunner.commitTransaction();
       } catch (err) {
         // Ambiguous: the row may or may not be durable. Send nothing; the check-back reads the truth.
+        // If the COMMIT never went out the transaction is still open: end it before release.
+        await this.abandonLocal(queryRunner, txId);
         this.counters.outcomeUnknown++;
         return { kind: 'ambiguous', error: new TransactionOutcomeUnknownError(txId, err) };
       }
@@ -296,13 +299,27 @@ export class TransactionalProducer {
     return ok;
   }
 
-  private async rollbackLocal(queryRunner: QueryRunner, txId: string): Promise<void> {
+  /**
+   * Ends the local transaction without committing it. TypeORM's rollbackTransaction can fail
+   * before it sends anything (a throwing subscriber); a raw ROLLBACK skips subscribers, and if
+   * that fails too the connection is destroyed, so it never returns to the pool with the
+   * transaction open (the next borrower would commit it).
+   */
+  private async abandonLocal(queryRunner: QueryRunner, txId: string): Promise<void> {
+    if (!queryRunner.isTransactionActive) return;
     try {
-      if (queryRunner.isTransactionActive) await queryRunner.rollbackTransaction();
+      await queryRunner.rollbackTransaction();
+      return;
     } catch (err) {
-      // The connection is gone, so is the transaction: InnoDB rolls it back.
-      this.logger.warn({ ...errorFields(err), txId }, 'local rollback failed');
+      this.logger.warn({ ...errorFields(err), txId }, 'local rollback failed; sending a raw ROLLBACK');
     }
+    try {
+      await queryRunner.query('ROLLBACK');
+      return;
+    } catch (err) {
+      this.logger.warn({ ...errorFields(err), txId }, 'raw ROLLBACK failed; destroying the connection');
+    }
+    destroyConnection(queryRunner);
   }
 
   /**

@@ -12,6 +12,7 @@ import {
   type CheckBackMessage,
   type CheckBackResolver,
 } from '../../src';
+import { TX_ID_PROPERTY } from '../../src/checkback/resolution';
 import type { NewTxRecord } from '../../src/store/ports';
 import {
   Scheduler,
@@ -95,7 +96,10 @@ async function startRun(options: RunOptions = {}): Promise<FenceRun> {
     'P',
     async () => {
       try {
-        await producer.transact({ topic: TOPIC, body: { orderId: 1 } }, async () => {
+        await producer.transact({ topic: TOPIC, body: { orderId: 1 } }, async (_manager, context) => {
+          const halfTxId = world.half?.properties[TX_ID_PROPERTY];
+          if (context.txId !== halfTxId)
+            world.faults.push(`work ran for ${context.txId}, the half is ${halfTxId}`);
           await work();
           return 'done';
         });
@@ -311,31 +315,23 @@ describe('check-back fence, every interleaving of the real producer and two chec
 });
 
 /*
- * Known bug, reported rather than fixed here (src/producer/TransactionalProducer.ts, runLocal and
- * rollbackLocal). TypeORM keeps isTransactionActive true when commitTransaction/rollbackTransaction
+ * Regression: TypeORM keeps isTransactionActive true when commitTransaction/rollbackTransaction
  * throws before the statement is sent (a beforeTransactionCommit/Rollback subscriber throws), and
- * release() hands the live connection back to the mysql2 pool with the transaction still open.
- * When src is fixed these tests start passing, and jest reports it: turn `it.failing` into `it`.
+ * release() used to hand the live connection back to the mysql2 pool with the transaction still
+ * open, so the next borrower committed it. The producer now ends it with a raw ROLLBACK (or
+ * destroys the connection) before release.
  */
-describe('a COMMIT or ROLLBACK that fails before it is sent (known bug)', () => {
-  it.failing(
-    'ROLLBACK: the producer sends no ROLLBACK for a transaction that can still commit',
-    async () => {
-      const db = { rollbackFailsBeforeSending: true };
-      const result = await explore(() => startRun({ db, tolerateLeaks: true }));
-      if (result.violation) summary.push(formatViolation('rollback-fails-before-sending', result.violation));
-      expect(result.violation).toBeUndefined();
-    },
-    60_000,
-  );
+describe('a COMMIT or ROLLBACK that fails before it is sent', () => {
+  it('ROLLBACK: the producer sends no ROLLBACK for a transaction that can still commit', async () => {
+    const db = { rollbackFailsBeforeSending: true };
+    const result = await explore(() => startRun({ db, tolerateLeaks: true }));
+    if (result.violation) summary.push(formatViolation('rollback-fails-before-sending', result.violation));
+    expect(result.violation).toBeUndefined();
+  }, 60_000);
 
-  it.failing(
-    'COMMIT: no connection goes back to the pool with the transaction open',
-    async () => {
-      const result = await explore(() => startRun({ db: { commitFailsBeforeSending: true } }));
-      if (result.violation) summary.push(formatViolation('commit-fails-before-sending', result.violation));
-      expect(result.violation).toBeUndefined();
-    },
-    60_000,
-  );
+  it('COMMIT: no connection goes back to the pool with the transaction open', async () => {
+    const result = await explore(() => startRun({ db: { commitFailsBeforeSending: true } }));
+    if (result.violation) summary.push(formatViolation('commit-fails-before-sending', result.violation));
+    expect(result.violation).toBeUndefined();
+  }, 60_000);
 });

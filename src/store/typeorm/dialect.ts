@@ -55,3 +55,19 @@ export function dialectFor(dataSource: DataSource): Dialect {
     '"mysql" or "mariadb" (PostgreSQL support is planned)',
   );
 }
+
+/**
+ * Closes a query runner's driver connection instead of returning it to the pool (mysql2:
+ * destroy(); pg: release(err)). The server rolls back whatever the connection had open.
+ */
+export function destroyConnection(queryRunner: QueryRunner): void {
+  const conn = (queryRunner as unknown as { databaseConnection?: unknown }).databaseConnection as
+    { destroy?: () => void; release?: (err?: Error) => void } | undefined;
+  try {
+    if (typeof conn?.destroy === 'function') conn.destroy();
+    else if (typeof conn?.release === 'function')
+      conn.release(new Error('rocketmq-tx: connection discarded'));
+  } catch {
+    // Already gone.
+  }
+}

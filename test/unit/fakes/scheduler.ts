@@ -492,18 +492,35 @@ export function scheduledDataSource(
   options: ScheduledDbOptions = {},
 ): DataSource {
   const createQueryRunner = () => {
-    // As in TypeORM's MysqlQueryRunner: isTransactionActive turns false only once COMMIT/ROLLBACK succeeded.
+    // TypeORM's MysqlQueryRunner turns isTransactionActive false only once its COMMIT/ROLLBACK succeeded;
+    // `open` is the server's view, `alive` the connection's.
     let active = false;
+    let open = false;
     let alive = true;
     const ended = (commit: boolean): void => {
       world.end(actor, commit);
       active = false;
+      open = false;
     };
     const connectionLost = (commit: boolean) => (): never => {
       world.end(actor, commit);
+      open = false;
       alive = false;
       throw dbError('ECONNRESET', 0);
     };
+    const unusable = () =>
+      alive
+        ? undefined
+        : Promise.reject(new Error("Can't add new command when connection is in closed state"));
+    const failsBeforeSending = (enabled: boolean | undefined, hook: 'Commit' | 'Rollback') =>
+      enabled
+        ? [
+            {
+              name: `failed before ${hook === 'Commit' ? 'COMMIT' : 'ROLLBACK'} was sent`,
+              apply: () => throws(new Error(`beforeTransaction${hook} subscriber failed (simulated)`)),
+            },
+          ]
+        : [];
     return {
       manager: { marker: actor } as unknown as EntityManager,
       get isTransactionActive() {
@@ -512,40 +529,50 @@ export function scheduledDataSource(
       async connect() {},
       async startTransaction() {
         active = true;
+        open = true;
       },
       commitTransaction(): Promise<void> {
+        const dead = unusable();
+        if (dead) return dead;
+        if (!active) return Promise.reject(new Error('TransactionNotStartedError (simulated)'));
         return sched.point(actor, 'COMMIT', () => [
           { name: 'ok', apply: () => ended(true) },
           { name: 'ambiguous, did commit', apply: connectionLost(true) },
           { name: 'ambiguous, did not commit', apply: connectionLost(false) },
-          ...(options.commitFailsBeforeSending
-            ? [
-                {
-                  name: 'failed before COMMIT was sent',
-                  apply: () => throws(new Error('beforeTransactionCommit subscriber failed (simulated)')),
-                },
-              ]
-            : []),
+          ...failsBeforeSending(options.commitFailsBeforeSending, 'Commit'),
         ]);
       },
-      async rollbackTransaction(): Promise<void> {
-        if (!active) throw new Error('TransactionNotStartedError (simulated)');
+      rollbackTransaction(): Promise<void> {
+        const dead = unusable();
+        if (dead) return dead;
+        if (!active) return Promise.reject(new Error('TransactionNotStartedError (simulated)'));
         return sched.point(actor, 'ROLLBACK', () => [
           { name: 'ok', apply: () => ended(false) },
           { name: 'connection lost (InnoDB rolls back)', apply: connectionLost(false) },
-          ...(options.rollbackFailsBeforeSending
-            ? [
-                {
-                  name: 'failed before ROLLBACK was sent',
-                  apply: () => throws(new Error('beforeTransactionRollback subscriber failed (simulated)')),
-                },
-              ]
-            : []),
+          ...failsBeforeSending(options.rollbackFailsBeforeSending, 'Rollback'),
+        ]);
+      },
+      /** Raw statements bypass TypeORM's subscribers and leave isTransactionActive as it is. */
+      query(sql: string): Promise<unknown> {
+        const dead = unusable();
+        if (dead) return dead;
+        if (sql.trim().toUpperCase() !== 'ROLLBACK') {
+          return Promise.reject(new Error(`this fake connection runs only a raw ROLLBACK, not ${sql}`));
+        }
+        const rolledBack = () => {
+          world.end(actor, false);
+          open = false;
+          return [];
+        };
+        return sched.point(actor, 'raw ROLLBACK', () => [
+          { name: 'ok', apply: rolledBack },
+          { name: 'connection lost (InnoDB rolls back)', apply: connectionLost(false) },
         ]);
       },
       async release() {
-        // TypeORM + mysql2 return a live connection to the pool as it is: an open transaction keeps its locks.
-        if (alive && active) world.leaks.add(actor);
+        // TypeORM + mysql2 (resetOnRelease is off by default) pool a live connection as it is:
+        // an open transaction keeps its locks, and the next borrower's START TRANSACTION commits it.
+        if (alive && open) world.leaks.add(actor);
       },
     };
   };
