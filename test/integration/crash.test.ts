@@ -1,0 +1,115 @@
+import { spawn, type ChildProcess } from 'node:child_process';
+import { once } from 'node:events';
+import * as path from 'node:path';
+import * as readline from 'node:readline';
+import type { DataSource } from 'typeorm';
+import { TransactionalProducer, uuidv7 } from '../../src';
+import { Collector } from '../helpers/collector';
+import { ensureSchema, openDataSource, orderExists, txRecord } from '../helpers/db';
+import { waitFor } from '../helpers/env';
+import { makeProducer } from '../helpers/producer';
+
+const TOPIC = 'rmqtx_tx_2';
+const GROUP = 'it_crash';
+const RUNS = Number(process.env.CRASH_RUNS ?? 2);
+const CHILD = path.join(__dirname, '..', 'helpers', 'crash-child.ts');
+
+/** Starts a producer process and resolves with its txId once it stands inside the crash window. */
+async function childInWindow(mode: 'before-commit' | 'after-commit', orderId: string) {
+  const child: ChildProcess = spawn(
+    process.execPath,
+    ['-r', 'ts-node/register/transpile-only', CHILD, mode, TOPIC, GROUP, orderId],
+    {
+      stdio: ['ignore', 'pipe', 'pipe'],
+      env: { ...process.env, TS_NODE_TRANSPILE_ONLY: '1' },
+    },
+  );
+  let stderr = '';
+  child.stderr!.on('data', (d: Buffer) => (stderr += d.toString()));
+  const lines = readline.createInterface({ input: child.stdout! });
+  const exited = once(child, 'exit');
+  const line = await Promise.race([
+    once(lines, 'line').then(([l]) => String(l)),
+    exited.then(([code]) => {
+      throw new Error(`crash child exited early (code ${code}): ${stderr}`);
+    }),
+  ]);
+  const { txId } = JSON.parse(line) as { txId: string };
+  return {
+    txId,
+    kill: async () => {
+      child.kill('SIGKILL');
+      await exited;
+    },
+  };
+}
+
+describe('crash windows: producer killed with SIGKILL, resolved by another instance of the group', () => {
+  let ds: DataSource;
+  let collector: Collector;
+  let survivor: TransactionalProducer;
+
+  beforeAll(async () => {
+    ds = await openDataSource();
+    await ensureSchema(ds);
+    collector = await new Collector(TOPIC).start();
+    survivor = makeProducer(ds, { topics: [TOPIC], producerGroup: GROUP });
+    await survivor.start();
+  });
+
+  afterAll(async () => {
+    await survivor?.shutdown();
+    await collector?.stop();
+    await ds?.destroy();
+  });
+
+  async function flush(): Promise<void> {
+    const { txId } = await survivor.transact({ topic: TOPIC, body: 'marker' }, async () => undefined);
+    await waitFor(() => collector.withProperty('TX_ID', txId).length > 0, {
+      timeoutMs: 30_000,
+      description: 'marker delivered',
+    });
+  }
+
+  it(`(1) killed after the half send, before the DB commit: never delivered (${RUNS} runs)`, async () => {
+    const runs = await Promise.all(
+      Array.from({ length: RUNS }, async () => {
+        const orderId = `crash1-${uuidv7()}`;
+        const child = await childInWindow('before-commit', orderId);
+        await child.kill();
+        return { orderId, txId: child.txId };
+      }),
+    );
+    for (const { orderId, txId } of runs) {
+      await waitFor(async () => (await txRecord(ds, txId)) !== undefined, {
+        timeoutMs: 40_000,
+        description: `check-back decided ${txId}`,
+      });
+      expect(await txRecord(ds, txId)).toMatchObject({ status: 'ROLLED_BACK', resolved_by: 'CHECK_BACK' });
+      expect(await orderExists(ds, orderId)).toBe(false);
+    }
+    await flush();
+    for (const { txId } of runs) expect(collector.withProperty('TX_ID', txId)).toEqual([]);
+  });
+
+  it(`(2) killed after the DB commit, before EndTransaction: delivered by check-back (${RUNS} runs)`, async () => {
+    const runs = await Promise.all(
+      Array.from({ length: RUNS }, async () => {
+        const orderId = `crash2-${uuidv7()}`;
+        const child = await childInWindow('after-commit', orderId);
+        await child.kill();
+        return { orderId, txId: child.txId };
+      }),
+    );
+    for (const { orderId, txId } of runs) {
+      expect(await orderExists(ds, orderId)).toBe(true);
+      expect(await txRecord(ds, txId)).toMatchObject({ status: 'COMMITTED', resolved_by: 'PRODUCER' });
+      await waitFor(() => collector.withProperty('TX_ID', txId).length > 0, {
+        timeoutMs: 40_000,
+        description: `check-back delivered ${txId}`,
+      });
+    }
+    await flush();
+    for (const { txId } of runs) expect(collector.withProperty('TX_ID', txId)).toHaveLength(1);
+  });
+});
