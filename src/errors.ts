@@ -9,7 +9,9 @@ export type ErrorCode =
   | 'TRANSACTION_FENCED'
   | 'TRANSACTION_OUTCOME_UNKNOWN'
   | 'PRODUCER_NOT_RUNNING'
-  | 'STORE_ERROR';
+  | 'STORE_ERROR'
+  | 'CONSUMER_NOT_RUNNING'
+  | 'UNHANDLED_EVENT';
 
 export class RocketMqTxError extends Error {
   readonly code: ErrorCode;
@@ -90,6 +92,33 @@ export class TransactionOutcomeUnknownError extends RocketMqTxError {
 export class ProducerNotRunningError extends RocketMqTxError {
   constructor(message: string) {
     super('PRODUCER_NOT_RUNNING', message, { retriable: false });
+  }
+}
+
+/** start() was called after shutdown(), or the consumer could not start. */
+export class ConsumerNotRunningError extends RocketMqTxError {
+  constructor(message: string) {
+    super('CONSUMER_NOT_RUNNING', message, { retriable: false });
+  }
+}
+
+/**
+ * No handler is registered for an event's (eventType, eventVersion), and no upcaster chain
+ * leads to one. The message is not acked: it is retried (a newer consumer may handle it) and
+ * ends in the dead-letter queue after the broker's limit.
+ */
+export class UnhandledEventError extends RocketMqTxError {
+  readonly eventType: string;
+  readonly eventVersion: number;
+  constructor(eventType: string, eventVersion: number, known: readonly number[]) {
+    super(
+      'UNHANDLED_EVENT',
+      `No handler for ${eventType} version ${eventVersion}` +
+        (known.length > 0 ? ` (handled versions: ${known.join(', ')})` : ' (no handler for this event type)'),
+      { retriable: true },
+    );
+    this.eventType = eventType;
+    this.eventVersion = eventVersion;
   }
 }
 

@@ -8,6 +8,8 @@ export {
   TransactionOutcomeUnknownError,
   ProducerNotRunningError,
   StoreError,
+  ConsumerNotRunningError,
+  UnhandledEventError,
   type ErrorCode,
 } from './errors';
 export {
@@ -18,7 +20,7 @@ export {
   type TransactionWork,
 } from './producer/TransactionalProducer';
 export type { TransactionalProducerOptions, CheckBackOptions } from './producer/options';
-export type { TransactEvent } from './producer/events';
+export type { TransactEvent, BodyEvent, EnvelopeEvent } from './producer/events';
 export {
   TransactionResolution,
   TX_ID_PROPERTY,
@@ -35,3 +37,40 @@ export { TxRecordEntity, rocketMqTxEntities, type TxRecord } from './store/typeo
 export { CreateTxRecord1764633600000, rocketMqTxMigrations } from './store/typeorm/migrations';
 export { noopLogger, type Logger } from './util/logger';
 export { uuidv7 } from './util/uuidv7';
+export {
+  defineEvent,
+  createEnvelope,
+  parseEnvelope,
+  validateEnvelope,
+  EVENT_TYPE_PROPERTY,
+  AGGREGATE_ID_PROPERTY,
+  type Envelope,
+  type EnvelopeInput,
+  type EventDefinition,
+} from './envelope/envelope';
+export { IdempotentConsumer, type ConsumerStats } from './consumer/IdempotentConsumer';
+export type {
+  IdempotentConsumerOptions,
+  Subscription,
+  ConsumerRetryOptions,
+  GapPolicy,
+  UnknownEventTypePolicy,
+} from './consumer/options';
+export {
+  on,
+  type EventHandler,
+  type EventHandlerFn,
+  type HandlerContext,
+  type Upcaster,
+} from './consumer/handlers';
+export type { ConsumeOutcome, OutcomeKind } from './consumer/outcome';
+export {
+  ConsumedEventEntity,
+  AggregateCursorEntity,
+  type ConsumedEvent,
+  type AggregateCursor,
+} from './store/typeorm/consumerEntities';
+export {
+  CreateConsumedEvent1764633700000,
+  CreateAggregateCursor1764633800000,
+} from './store/typeorm/consumerMigrations';

@@ -8,9 +8,18 @@ import {
 } from '../checkback/resolution';
 import { isUuid, uuidv7 } from '../util/uuidv7';
 import { isPlainObject } from '../util/validate';
+import {
+  AGGREGATE_ID_PROPERTY,
+  ENVELOPE_PROPERTIES,
+  EVENT_TYPE_PROPERTY,
+  serializeEnvelope,
+  snapshotData,
+  validateEnvelope,
+  type Envelope,
+} from '../envelope/envelope';
 
 /** One event of a transaction. `body` is snapshotted (serialized) when transact is called. */
-export interface TransactEvent {
+export interface BodyEvent {
   topic: string;
   tag?: string;
   keys?: readonly string[];
@@ -19,7 +28,24 @@ export interface TransactEvent {
   properties?: Readonly<Record<string, string>>;
   /** Stable event id (UUID); generated (UUIDv7) when absent. Carried in keys and property EVENT_ID. */
   eventId?: string;
+  event?: never;
 }
+
+/**
+ * An envelope event: the body is the JSON of the envelope's snapshot, taken when transact is
+ * called; eventId is the envelope's; keys add aggregateId; properties add EVENT_TYPE and AGGREGATE_ID.
+ */
+export interface EnvelopeEvent {
+  topic: string;
+  event: Envelope;
+  tag?: string;
+  keys?: readonly string[];
+  properties?: Readonly<Record<string, string>>;
+  body?: never;
+  eventId?: never;
+}
+
+export type TransactEvent = BodyEvent | EnvelopeEvent;
 
 export interface PreparedEvent {
   eventId: string;
@@ -30,7 +56,7 @@ export const MAX_EVENTS_PER_TRANSACTION = 64;
 const MAX_KEYS = 32;
 const MAX_USER_PROPERTY_BYTES = 16 * 1024;
 const PROPERTY_NAME_RE = /^[A-Za-z0-9_.-]{1,64}$/;
-const KNOWN = ['topic', 'tag', 'keys', 'body', 'properties', 'eventId'];
+const KNOWN = ['topic', 'tag', 'keys', 'body', 'properties', 'eventId', 'event'];
 
 export interface EventRules {
   topics: readonly string[];
@@ -92,11 +118,15 @@ function prepareOne(raw: unknown, path: string, txId: string, rules: EventRules)
       'a non-blank string of at most 128 characters without "|"',
     );
   }
-  const eventId = raw.eventId === undefined ? uuidv7() : raw.eventId;
+  const envelope = raw.event === undefined ? undefined : envelopeOf(raw, path);
+  const eventId = envelope ? envelope.eventId : raw.eventId === undefined ? uuidv7() : raw.eventId;
   if (!isUuid(eventId)) throw new InvalidMessageError(`${path}.eventId`, eventId, 'a lowercase UUID string');
-  const keys = validateKeys(raw.keys, `${path}.keys`);
-  const properties = validateProperties(raw.properties, `${path}.properties`);
-  const body = serializeBody(raw.body, `${path}.body`);
+  const userKeys = validateKeys(raw.keys, `${path}.keys`);
+  const keys = envelope
+    ? [envelope.aggregateId, ...userKeys.filter((k) => k !== envelope.aggregateId)]
+    : userKeys;
+  const properties = validateProperties(raw.properties, `${path}.properties`, envelope !== undefined);
+  const body = envelope ? serializeEnvelope(envelope) : serializeBody(raw.body, `${path}.body`);
   if (body.length > rules.maxMessageBytes) {
     throw new InvalidMessageError(`${path}.body`, body, `a body of at most ${rules.maxMessageBytes} bytes`);
   }
@@ -111,10 +141,33 @@ function prepareOne(raw: unknown, path: string, txId: string, rules: EventRules)
         [TX_ID_PROPERTY]: txId,
         [TX_ORIGIN_PROPERTY]: rules.producerGroup,
         [EVENT_ID_PROPERTY]: eventId,
+        ...(envelope
+          ? { [EVENT_TYPE_PROPERTY]: envelope.eventType, [AGGREGATE_ID_PROPERTY]: envelope.aggregateId }
+          : {}),
       },
       body,
     },
   };
+}
+
+/** The envelope of an `event` field, validated and deep-copied (never a live object of the caller's). */
+function envelopeOf(raw: Record<string, unknown>, path: string): Envelope {
+  if (raw.body !== undefined) {
+    throw new InvalidMessageError(
+      `${path}.body`,
+      raw.body,
+      'no body when event is given (the envelope is the body)',
+    );
+  }
+  if (raw.eventId !== undefined) {
+    throw new InvalidMessageError(
+      `${path}.eventId`,
+      raw.eventId,
+      'no eventId when event is given (event.eventId is used)',
+    );
+  }
+  const checked = validateEnvelope(raw.event, `${path}.event`, { strict: true });
+  return { ...checked, data: snapshotData(checked.data, `${path}.event.data`) };
 }
 
 function validateKeys(value: unknown, path: string): string[] {
@@ -130,7 +183,7 @@ function validateKeys(value: unknown, path: string): string[] {
   });
 }
 
-function validateProperties(value: unknown, path: string): Record<string, string> {
+function validateProperties(value: unknown, path: string, envelope: boolean): Record<string, string> {
   if (value === undefined) return {};
   if (!isPlainObject(value)) throw new InvalidMessageError(path, value, 'an object of string values');
   let bytes = 0;
@@ -142,7 +195,7 @@ function validateProperties(value: unknown, path: string): Record<string, string
         'a property name of 1-64 letters, digits, "_", "." or "-"',
       );
     }
-    if (RESERVED_PROPERTIES.includes(name)) {
+    if (RESERVED_PROPERTIES.includes(name) || (envelope && ENVELOPE_PROPERTIES.includes(name))) {
       throw new InvalidMessageError(`${path}.${name}`, v, `no value: ${name} is set by rocketmq-tx`);
     }
     if (typeof v !== 'string') throw new InvalidMessageError(`${path}.${name}`, v, 'a string');

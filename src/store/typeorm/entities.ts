@@ -1,4 +1,5 @@
 import { EntitySchema } from 'typeorm';
+import { consumerEntities } from './consumerEntities';
 
 /** A row of `tx_record`, the check-back fence. Timestamps come from the database clock. */
 export interface TxRecord {
@@ -29,4 +30,4 @@ export const TxRecordEntity = new EntitySchema<TxRecord>({
 });
 
 /** Add these to your DataSource's `entities`. */
-export const rocketMqTxEntities = [TxRecordEntity];
+export const rocketMqTxEntities = [TxRecordEntity, ...consumerEntities];

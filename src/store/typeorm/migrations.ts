@@ -1,4 +1,5 @@
 import { Table, type MigrationInterface, type QueryRunner } from 'typeorm';
+import { consumerMigrations } from './consumerMigrations';
 
 function isPostgres(queryRunner: QueryRunner): boolean {
   return queryRunner.connection.options.type === 'postgres';
@@ -39,4 +40,4 @@ export class CreateTxRecord1764633600000 implements MigrationInterface {
 }
 
 /** Add these to your DataSource's `migrations` (or run them with `dataSource.runMigrations()`). */
-export const rocketMqTxMigrations = [CreateTxRecord1764633600000];
+export const rocketMqTxMigrations = [CreateTxRecord1764633600000, ...consumerMigrations];

@@ -1,0 +1,161 @@
+import { SimpleConsumer } from 'rocketmq-client-nodejs';
+import type { MessageView } from 'rocketmq-client-nodejs';
+import { ForwardMessageToDeadLetterQueueRequest } from 'rocketmq-client-nodejs/proto/apache/rocketmq/v2/service_pb';
+import { Resource } from 'rocketmq-client-nodejs/proto/apache/rocketmq/v2/definition_pb';
+import { BrokerUnavailableError } from '../errors';
+import { errorFields, type Logger } from '../util/logger';
+import { withTimeout } from '../util/time';
+import { clientLogger } from './clientLogger';
+import type { ConsumerGateway, ConsumerGatewayConfig, InboundMessage } from './consumerGateway';
+
+interface ClientInbound extends InboundMessage {
+  readonly view: MessageView;
+}
+
+type SettingsListener = (endpoints: unknown, settings: { getBackoffPolicy(): unknown }) => void;
+
+/**
+ * ConsumerGateway over the client's SimpleConsumer. Why not its PushConsumer (1.0.8): it
+ * ignores the proxy's customized backoff (a failed message is made visible again at once),
+ * runs a whole received batch concurrently, and its shutdown always sleeps. The SimpleConsumer
+ * lets the SDK own backoff, concurrency and shutdown.
+ */
+export class RocketMqConsumerGateway implements ConsumerGateway {
+  private readonly consumer: SimpleConsumer;
+  private maxAttempts: number | undefined;
+
+  constructor(
+    private readonly config: ConsumerGatewayConfig,
+    private readonly logger: Logger,
+  ) {
+    this.consumer = new SimpleConsumer({
+      endpoints: config.endpoints,
+      namespace: config.namespace,
+      consumerGroup: config.consumerGroup,
+      subscriptions: new Map(config.subscriptions),
+      awaitDuration: config.longPollingMs,
+      requestTimeout: config.requestTimeoutMs,
+      sslEnabled: config.sslEnabled,
+      logger: clientLogger(logger),
+      ...(config.credentials
+        ? {
+            sessionCredentials: {
+              accessKey: config.credentials.accessKey,
+              accessSecret: config.credentials.accessSecret,
+            },
+          }
+        : {}),
+    });
+    this.captureRetryPolicy();
+  }
+
+  get maxDeliveryAttempts(): number | undefined {
+    return this.maxAttempts;
+  }
+
+  async start(): Promise<void> {
+    try {
+      // startup() resolves after the proxy's first settings command, so the subscription is
+      // known to the proxy before the first receive (apache/rocketmq #8133).
+      await withTimeout(
+        this.consumer.startup(),
+        this.config.startTimeoutMs,
+        () =>
+          new BrokerUnavailableError(
+            `RocketMQ proxy at ${this.config.endpoints} did not complete consumer start-up within ${this.config.startTimeoutMs} ms`,
+          ),
+      );
+    } catch (err) {
+      await this.shutdown();
+      if (err instanceof BrokerUnavailableError) throw err;
+      throw new BrokerUnavailableError(
+        `RocketMQ proxy at ${this.config.endpoints} refused consumer start-up: ${err instanceof Error ? err.message : String(err)}`,
+        err,
+      );
+    }
+  }
+
+  async receive(max: number): Promise<InboundMessage[]> {
+    const views = await this.consumer.receive(max, this.config.invisibleDurationMs);
+    return views.map((view) => toInbound(view));
+  }
+
+  async ack(message: InboundMessage): Promise<void> {
+    await this.consumer.ack((message as ClientInbound).view);
+  }
+
+  async retryLater(message: InboundMessage, delayMs: number): Promise<void> {
+    await this.consumer.changeInvisibleDuration((message as ClientInbound).view, delayMs);
+  }
+
+  async deadLetter(message: InboundMessage): Promise<void> {
+    const view = (message as ClientInbound).view;
+    const request = new ForwardMessageToDeadLetterQueueRequest()
+      .setGroup(resource(this.config.namespace, this.config.consumerGroup))
+      .setTopic(resource(this.config.namespace, view.topic))
+      .setReceiptHandle(view.receiptHandle)
+      .setMessageId(view.messageId)
+      .setDeliveryAttempt(message.deliveryAttempt)
+      .setMaxDeliveryAttempts(this.maxAttempts ?? message.deliveryAttempt);
+    const response = await this.consumer.forwardMessageToDeadLetterQueueViaRpc(
+      view.endpoints,
+      request,
+      this.config.requestTimeoutMs,
+    );
+    const status = response.getStatus()?.toObject();
+    if (!status || status.code !== 20000) {
+      throw new BrokerUnavailableError(
+        `proxy refused to dead-letter message ${view.messageId}: ${status ? `${status.code} ${status.message}` : 'no status'}`,
+      );
+    }
+  }
+
+  /** Never rejects: the client's shutdown rejects when the proxy is gone. */
+  async shutdown(): Promise<void> {
+    try {
+      await withTimeout(
+        this.consumer.shutdown(),
+        this.config.shutdownTimeoutMs,
+        () => new Error(`consumer client shutdown did not finish within ${this.config.shutdownTimeoutMs} ms`),
+      );
+    } catch (err) {
+      this.logger.warn(errorFields(err), 'RocketMQ consumer client shutdown was not clean');
+    }
+  }
+
+  /** The proxy sends the group's retry policy in its settings; the client drops the customized kind. */
+  private captureRetryPolicy(): void {
+    const target = this.consumer as unknown as { onSettingsCommand: SettingsListener };
+    const original = target.onSettingsCommand.bind(this.consumer);
+    target.onSettingsCommand = (endpoints, settings) => {
+      try {
+        const policy = settings.getBackoffPolicy() as { getMaxAttempts(): number } | undefined;
+        const max = policy?.getMaxAttempts();
+        if (typeof max === 'number' && max > 0) this.maxAttempts = max;
+      } catch (err) {
+        this.logger.debug(errorFields(err), 'could not read the retry policy from the proxy settings');
+      }
+      original(endpoints, settings);
+    };
+  }
+}
+
+function resource(namespace: string, name: string): Resource {
+  return new Resource().setResourceNamespace(namespace).setName(name);
+}
+
+function toInbound(view: MessageView): ClientInbound {
+  const properties: Record<string, string> = {};
+  for (const [k, v] of view.properties ?? new Map<string, string>()) properties[k] = v;
+  return {
+    view,
+    messageId: view.messageId,
+    topic: view.topic,
+    ...(view.tag !== undefined ? { tag: view.tag } : {}),
+    keys: [...(view.keys ?? [])],
+    properties,
+    body: view.body,
+    deliveryAttempt: view.deliveryAttempt ?? 1,
+    ...(view.bornTimestamp ? { bornAt: view.bornTimestamp } : {}),
+  };
+}

@@ -1,0 +1,344 @@
+import { ConsumerNotRunningError, StoreError } from '../errors';
+import type { ConsumerGateway, ConsumerGatewayConfig, InboundMessage } from '../broker/consumerGateway';
+import { RocketMqConsumerGateway } from '../broker/RocketMqConsumerGateway';
+import { errorFields, type Logger } from '../util/logger';
+import { Semaphore } from '../util/semaphore';
+import { withTimeout } from '../util/time';
+import type { InboxStore } from './inbox';
+import { MessageProcessor, type Decision } from './MessageProcessor';
+import {
+  resolveConsumerOptions,
+  type IdempotentConsumerOptions,
+  type ResolvedConsumerOptions,
+} from './options';
+import { ACKED_KINDS, type ConsumeOutcome } from './outcome';
+import { TypeOrmInboxStore } from './TypeOrmInboxStore';
+
+export interface ConsumerStats {
+  received: number;
+  applied: number;
+  duplicates: number;
+  stale: number;
+  ignored: number;
+  gapsHeld: number;
+  gapsAccepted: number;
+  malformed: number;
+  unhandled: number;
+  handlerFailures: number;
+  storeFailures: number;
+  /** Messages this consumer moved to %DLQ%<group> (malformed, or past the max delivery attempts). */
+  deadLettered: number;
+  /** Settle calls (ack, redeliver, dead-letter) the proxy did not accept; the broker redelivers. */
+  settleFailures: number;
+  receiveFailures: number;
+}
+
+/** @internal Seams for unit tests: a fake broker and store. */
+export interface ConsumerInternals {
+  gateway?: (config: ConsumerGatewayConfig, logger: Logger) => ConsumerGateway;
+  store?: InboxStore;
+}
+
+type State = 'NEW' | 'STARTING' | 'RUNNING' | 'STOPPING' | 'STOPPED';
+
+const RECEIVE_FAILURE_BACKOFF_MS = 1000;
+const CONFLICT_RETRY_MS = 1000;
+const MAX_BATCH = 32;
+
+/**
+ * Applies each event once and in aggregateVersion order per aggregate: consumed_event,
+ * aggregate_cursor and the handler's writes commit in one transaction, then the message is
+ * acked. Failures are redelivered with backoff and end in the broker's dead-letter queue.
+ */
+export class IdempotentConsumer {
+  private readonly options: ResolvedConsumerOptions;
+  private readonly gateway: ConsumerGateway;
+  private readonly processor: MessageProcessor;
+  private readonly store: InboxStore;
+  private readonly slots: Semaphore;
+  private readonly logger: Logger;
+  private state: State = 'NEW';
+  private pending = 0;
+  private slotFreed: (() => void) | undefined;
+  private drained: (() => void) | undefined;
+  private startPromise: Promise<void> | undefined;
+  private shutdownPromise: Promise<void> | undefined;
+  private readonly counters: ConsumerStats = {
+    received: 0,
+    applied: 0,
+    duplicates: 0,
+    stale: 0,
+    ignored: 0,
+    gapsHeld: 0,
+    gapsAccepted: 0,
+    malformed: 0,
+    unhandled: 0,
+    handlerFailures: 0,
+    storeFailures: 0,
+    deadLettered: 0,
+    settleFailures: 0,
+    receiveFailures: 0,
+  };
+
+  constructor(options: IdempotentConsumerOptions, internals: ConsumerInternals = {}) {
+    this.options = resolveConsumerOptions(options);
+    const o = this.options;
+    this.logger = o.logger;
+    this.store = internals.store ?? new TypeOrmInboxStore(o.dataSource);
+    this.processor = new MessageProcessor(this.store, {
+      consumerGroup: o.consumerGroup,
+      registry: o.registry,
+      gapPolicy: o.gapPolicy,
+      unknownEventTypes: o.unknownEventTypes,
+      maxBodyBytes: o.maxBodyBytes,
+    });
+    this.slots = new Semaphore(o.concurrency, Number.MAX_SAFE_INTEGER);
+    const config: ConsumerGatewayConfig = {
+      endpoints: o.endpoints,
+      namespace: o.namespace,
+      consumerGroup: o.consumerGroup,
+      subscriptions: o.subscriptions,
+      ...(o.credentials ? { credentials: o.credentials } : {}),
+      sslEnabled: o.sslEnabled,
+      requestTimeoutMs: o.requestTimeoutMs,
+      longPollingMs: o.longPollingMs,
+      invisibleDurationMs: o.invisibleDurationMs,
+      startTimeoutMs: o.startTimeoutMs,
+      shutdownTimeoutMs: o.shutdownTimeoutMs,
+    };
+    this.gateway = (internals.gateway ?? ((c, l) => new RocketMqConsumerGateway(c, l)))(config, o.logger);
+  }
+
+  get stats(): Readonly<ConsumerStats> {
+    return { ...this.counters };
+  }
+
+  /** Connects and starts receiving; bounded by startTimeoutMs. Safe to call more than once. */
+  start(): Promise<void> {
+    if (this.state === 'STOPPING' || this.state === 'STOPPED') {
+      return Promise.reject(
+        new ConsumerNotRunningError('IdempotentConsumer was shut down; create a new one'),
+      );
+    }
+    if (!this.startPromise) {
+      if (!this.options.dataSource.isInitialized) {
+        return Promise.reject(
+          new StoreError(
+            'options.dataSource is not initialized: call dataSource.initialize() first',
+            undefined,
+            false,
+          ),
+        );
+      }
+      this.state = 'STARTING';
+      this.startPromise = this.gateway.start().then(
+        () => {
+          if (this.state !== 'STARTING') return;
+          this.state = 'RUNNING';
+          // One receive loop per subscription, so a quiet topic's long poll does not delay another.
+          for (let i = 0; i < this.options.subscriptions.size; i++) void this.receiveLoop();
+          this.logger.info(
+            { consumerGroup: this.options.consumerGroup, topics: [...this.options.subscriptions.keys()] },
+            'idempotent consumer started',
+          );
+        },
+        (err: unknown) => {
+          this.state = 'NEW';
+          this.startPromise = undefined;
+          throw err;
+        },
+      );
+    }
+    return this.startPromise;
+  }
+
+  /**
+   * Stops receiving, lets in-flight handlers finish and settle (bounded by shutdownTimeoutMs),
+   * then closes the client. Never rejects. Messages of a long poll still open at that moment
+   * stay invisible for invisibleDurationMs and are then redelivered.
+   */
+  shutdown(): Promise<void> {
+    if (!this.shutdownPromise) this.shutdownPromise = this.doShutdown();
+    return this.shutdownPromise;
+  }
+
+  private async doShutdown(): Promise<void> {
+    const wasStarted = this.state !== 'NEW';
+    this.state = 'STOPPING';
+    if (this.startPromise) await this.startPromise.catch(() => undefined);
+    this.slotFreed?.();
+    if (this.pending > 0) {
+      const drained = new Promise<void>((resolve) => (this.drained = resolve));
+      await withTimeout(drained, this.options.shutdownTimeoutMs, () => new Error('drain timeout')).catch(() =>
+        this.logger.warn(
+          { pending: this.pending },
+          'shutdown did not drain in time; unsettled messages will be redelivered',
+        ),
+      );
+    }
+    if (wasStarted) await this.gateway.shutdown();
+    this.state = 'STOPPED';
+  }
+
+  private async receiveLoop(): Promise<void> {
+    while (this.state === 'RUNNING') {
+      if (this.pending >= this.options.concurrency) {
+        await new Promise<void>((resolve) => (this.slotFreed = resolve));
+        continue;
+      }
+      let messages: InboundMessage[];
+      try {
+        messages = await this.gateway.receive(Math.min(MAX_BATCH, this.options.concurrency - this.pending));
+      } catch (err) {
+        if (this.state !== 'RUNNING') return;
+        this.counters.receiveFailures++;
+        this.logger.warn(errorFields(err), 'receive failed; retrying');
+        await sleep(RECEIVE_FAILURE_BACKOFF_MS);
+        continue;
+      }
+      for (const message of messages) this.dispatch(message);
+    }
+  }
+
+  private dispatch(message: InboundMessage): void {
+    this.counters.received++;
+    this.pending++;
+    void this.handle(message).finally(() => {
+      this.pending--;
+      const freed = this.slotFreed;
+      this.slotFreed = undefined;
+      freed?.();
+      if (this.pending === 0 && this.drained) this.drained();
+    });
+  }
+
+  private async handle(message: InboundMessage): Promise<void> {
+    const release = await this.slots.acquire();
+    try {
+      let decision: Decision;
+      try {
+        decision = await this.processor.process(message);
+      } catch (err) {
+        // process() reports failures as decisions; this is a bug guard, never an ack.
+        decision = { kind: 'MALFORMED', error: err };
+      }
+      const deadLettered = await this.settle(message, decision);
+      this.count(decision, deadLettered);
+      this.report({
+        ...decision,
+        messageId: message.messageId,
+        topic: message.topic,
+        deliveryAttempt: message.deliveryAttempt,
+        deadLettered,
+      } as ConsumeOutcome);
+    } finally {
+      release?.();
+    }
+  }
+
+  /** Acks, redelivers or dead-letters; returns whether the message went to the DLQ. */
+  private async settle(message: InboundMessage, decision: Decision): Promise<boolean> {
+    const ids = { messageId: message.messageId, attempt: message.deliveryAttempt };
+    if (ACKED_KINDS.includes(decision.kind)) {
+      await this.gateway.ack(message).catch((err: unknown) => {
+        this.counters.settleFailures++;
+        this.logger.warn(
+          { ...errorFields(err), ...ids },
+          'ack failed after commit; the redelivery is a duplicate',
+        );
+      });
+      return false;
+    }
+    const error = 'error' in decision ? decision.error : undefined;
+    const max = this.gateway.maxDeliveryAttempts;
+    const lastAttempt = max !== undefined && message.deliveryAttempt >= max;
+    if (decision.kind === 'MALFORMED' || lastAttempt) {
+      try {
+        await this.gateway.deadLetter(message);
+        this.logger.error(
+          {
+            ...(error !== undefined ? errorFields(error) : {}),
+            ...ids,
+            kind: decision.kind,
+            maxDeliveryAttempts: max,
+          },
+          'message moved to the dead-letter queue',
+        );
+        return true;
+      } catch (err) {
+        this.counters.settleFailures++;
+        this.logger.warn({ ...errorFields(err), ...ids }, 'dead-lettering failed; the broker redelivers it');
+      }
+    }
+    const delay =
+      decision.kind === 'STORE_FAILED' && this.store.isConflict(decision.error)
+        ? CONFLICT_RETRY_MS
+        : this.backoff(message.deliveryAttempt);
+    this.logger.warn(
+      { ...(error !== undefined ? errorFields(error) : {}), ...ids, kind: decision.kind, retryInMs: delay },
+      'message not applied; redelivering later',
+    );
+    await this.gateway.retryLater(message, delay).catch((err: unknown) => {
+      this.counters.settleFailures++;
+      this.logger.warn(
+        { ...errorFields(err), ...ids },
+        'redelivery request failed; the broker redelivers after the invisible duration',
+      );
+    });
+    return false;
+  }
+
+  private backoff(attempt: number): number {
+    const { initialDelayMs, maxDelayMs } = this.options.retry;
+    const raw = Math.min(maxDelayMs, initialDelayMs * 2 ** Math.min(30, Math.max(0, attempt - 1)));
+    return Math.round(raw * (0.8 + Math.random() * 0.4));
+  }
+
+  private count(decision: Decision, deadLettered: boolean): void {
+    const c = this.counters;
+    if (deadLettered) c.deadLettered++;
+    switch (decision.kind) {
+      case 'APPLIED':
+        c.applied++;
+        if (decision.gap) c.gapsAccepted++;
+        break;
+      case 'DUPLICATE':
+        c.duplicates++;
+        break;
+      case 'STALE':
+        c.stale++;
+        break;
+      case 'IGNORED':
+        c.ignored++;
+        break;
+      case 'GAP_HELD':
+        c.gapsHeld++;
+        break;
+      case 'MALFORMED':
+        c.malformed++;
+        break;
+      case 'UNHANDLED':
+        c.unhandled++;
+        break;
+      case 'HANDLER_FAILED':
+        c.handlerFailures++;
+        break;
+      case 'STORE_FAILED':
+        c.storeFailures++;
+        break;
+    }
+  }
+
+  private report(outcome: ConsumeOutcome): void {
+    if (!this.options.onOutcome) return;
+    try {
+      this.options.onOutcome(outcome);
+    } catch (err) {
+      this.logger.warn(errorFields(err), 'onOutcome hook threw');
+    }
+  }
+}
+
+function sleep(ms: number): Promise<void> {
+  return new Promise((resolve) => setTimeout(resolve, ms).unref());
+}

@@ -1,0 +1,122 @@
+import type { InboundMessage } from '../broker/consumerGateway';
+import { checkData, parseEnvelope, type Envelope } from '../envelope/envelope';
+import { InvalidMessageError } from '../errors';
+import type { HandlerRegistry } from './handlers';
+import type { ConsumedRow, InboxStore } from './inbox';
+import type { GapPolicy, UnknownEventTypePolicy } from './options';
+import type { ConsumeOutcome } from './outcome';
+
+export type Decision = ConsumeOutcome extends infer O
+  ? O extends ConsumeOutcome
+    ? Omit<O, 'messageId' | 'topic' | 'deliveryAttempt' | 'deadLettered'>
+    : never
+  : never;
+
+export interface ProcessorConfig {
+  consumerGroup: string;
+  registry: HandlerRegistry;
+  gapPolicy: GapPolicy;
+  unknownEventTypes: UnknownEventTypePolicy;
+  maxBodyBytes: number;
+}
+
+/** Marks an error thrown by the user's handler, to tell it from the SDK's own statements. */
+class HandlerFailure {
+  constructor(readonly error: unknown) {}
+}
+
+/**
+ * The consumer's decision for one message, in ONE database transaction: insert consumed_event
+ * (duplicate -> nothing else), lock and check aggregate_cursor (stale / gap / next), run the
+ * handler with the same EntityManager, advance the cursor, commit. Knows nothing of the broker.
+ */
+export class MessageProcessor {
+  constructor(
+    private readonly store: InboxStore,
+    private readonly config: ProcessorConfig,
+  ) {}
+
+  async process(message: InboundMessage): Promise<Decision> {
+    let envelope: Envelope;
+    try {
+      envelope = parseEnvelope(message.body, this.config.maxBodyBytes);
+    } catch (error) {
+      return { kind: 'MALFORMED', error };
+    }
+    let resolution;
+    try {
+      resolution = this.config.registry.resolve(envelope);
+    } catch (error) {
+      // An upcaster threw: the data does not fit the contract it claims.
+      return {
+        kind: 'MALFORMED',
+        error: new InvalidMessageError('body.data', envelope.data, 'data an upcaster accepts', error),
+      };
+    }
+    if (
+      resolution.kind === 'unknown-version' ||
+      (resolution.kind === 'unknown-type' && this.config.unknownEventTypes === 'retry')
+    ) {
+      return { kind: 'UNHANDLED', envelope, error: resolution.error };
+    }
+    if (resolution.kind === 'handler' && resolution.handler.validate) {
+      try {
+        checkData(resolution.handler.validate, resolution.envelope.data, 'body.data');
+      } catch (error) {
+        return { kind: 'MALFORMED', error };
+      }
+    }
+    const row: ConsumedRow = {
+      consumerGroup: this.config.consumerGroup,
+      eventId: envelope.eventId,
+      eventType: envelope.eventType,
+      aggregateType: envelope.aggregateType,
+      aggregateId: envelope.aggregateId,
+      aggregateVersion: envelope.aggregateVersion,
+    };
+    try {
+      return await this.store.transaction<Decision>(async (tx) => {
+        if (!(await tx.insertConsumed(row))) return { commit: false, value: { kind: 'DUPLICATE', envelope } };
+        const last = await tx.lockCursor(row);
+        const version = envelope.aggregateVersion;
+        if (version <= last) {
+          await tx.markOutcome(row, 'STALE');
+          return { commit: true, value: { kind: 'STALE', envelope, cursorVersion: last } };
+        }
+        const gap = version > last + 1;
+        if (gap && this.config.gapPolicy === 'hold') {
+          return { commit: false, value: { kind: 'GAP_HELD', envelope, cursorVersion: last } };
+        }
+        if (resolution.kind !== 'handler') {
+          await tx.markOutcome(row, 'IGNORED');
+          await tx.advanceCursor(row, version, gap ? version - last - 1 : 0);
+          return { commit: true, value: { kind: 'IGNORED', envelope } };
+        }
+        try {
+          await resolution.handler.handle(resolution.envelope, {
+            manager: tx.manager,
+            consumerGroup: this.config.consumerGroup,
+            message: {
+              messageId: message.messageId,
+              topic: message.topic,
+              ...(message.tag !== undefined ? { tag: message.tag } : {}),
+              deliveryAttempt: message.deliveryAttempt,
+            },
+            ...(resolution.upcastFrom !== undefined ? { upcastFrom: resolution.upcastFrom } : {}),
+            ...(gap ? { gap: { expectedVersion: last + 1, receivedVersion: version } } : {}),
+          });
+        } catch (error) {
+          throw new HandlerFailure(error);
+        }
+        await tx.advanceCursor(row, version, gap ? version - last - 1 : 0);
+        return {
+          commit: true,
+          value: { kind: 'APPLIED', envelope, ...(gap ? { gap: { expectedVersion: last + 1 } } : {}) },
+        };
+      });
+    } catch (err) {
+      if (err instanceof HandlerFailure) return { kind: 'HANDLER_FAILED', envelope, error: err.error };
+      return { kind: 'STORE_FAILED', envelope, error: err };
+    }
+  }
+}

@@ -1,0 +1,393 @@
+import type { EntityManager } from 'typeorm';
+import {
+  IdempotentConsumer,
+  InvalidOptionError,
+  UnhandledEventError,
+  createEnvelope,
+  defineEvent,
+  on,
+  type Envelope,
+  type EventHandler,
+  type IdempotentConsumerOptions,
+} from '../../src';
+import type { ConsumerGateway, InboundMessage } from '../../src/broker/consumerGateway';
+import type { ConsumedRow, CursorKey, InboxStore, InboxTransaction } from '../../src/consumer/inbox';
+import { HandlerRegistry } from '../../src/consumer/handlers';
+import { MessageProcessor } from '../../src/consumer/MessageProcessor';
+
+/** In-memory consumed_event + aggregate_cursor with transactional staging. */
+class FakeInbox implements InboxStore {
+  consumed = new Map<string, string>();
+  cursors = new Map<string, number>();
+  commits = 0;
+  rollbacks = 0;
+  failCommit = false;
+  isConflict(): boolean {
+    return false;
+  }
+  private lock: Promise<unknown> = Promise.resolve();
+  /** Serialized, as row locks on one aggregate and one eventId serialize the real transactions. */
+  transaction<T>(fn: (tx: InboxTransaction) => Promise<{ commit: boolean; value: T }>): Promise<T> {
+    const run = this.lock.then(() => this.run(fn));
+    this.lock = run.catch(() => undefined);
+    return run;
+  }
+  private async run<T>(fn: (tx: InboxTransaction) => Promise<{ commit: boolean; value: T }>): Promise<T> {
+    const consumed = new Map(this.consumed);
+    const cursors = new Map(this.cursors);
+    const key = (k: CursorKey) => `${k.consumerGroup}/${k.aggregateType}/${k.aggregateId}`;
+    const tx: InboxTransaction = {
+      manager: {} as EntityManager,
+      insertConsumed: async (r: ConsumedRow) => {
+        const k = `${r.consumerGroup}/${r.eventId}`;
+        if (consumed.has(k)) return false;
+        consumed.set(k, 'APPLIED');
+        return true;
+      },
+      markOutcome: async (r, outcome) => {
+        consumed.set(`${r.consumerGroup}/${r.eventId}`, outcome);
+      },
+      lockCursor: async (k) => cursors.get(key(k)) ?? 0,
+      advanceCursor: async (k, v) => {
+        cursors.set(key(k), v);
+      },
+    };
+    let out: { commit: boolean; value: T };
+    try {
+      out = await fn(tx);
+    } catch (err) {
+      this.rollbacks++;
+      throw err;
+    }
+    if (!out.commit) {
+      this.rollbacks++;
+      return out.value;
+    }
+    if (this.failCommit) throw new Error('connection lost during COMMIT');
+    this.consumed = consumed;
+    this.cursors = cursors;
+    this.commits++;
+    return out.value;
+  }
+}
+
+const Added = defineEvent<{ sku: string }>({
+  eventType: 'ItemAdded',
+  eventVersion: 2,
+  aggregateType: 'Cart',
+});
+
+function envelope(version: number, over: Partial<Envelope> = {}): Envelope {
+  return {
+    ...createEnvelope({
+      eventType: 'ItemAdded',
+      eventVersion: 2,
+      aggregateType: 'Cart',
+      aggregateId: 'c1',
+      aggregateVersion: version,
+      data: { sku: `s${version}` },
+    }),
+    ...over,
+  };
+}
+
+let seq = 0;
+function message(body: Envelope | string | Buffer, deliveryAttempt = 1): InboundMessage {
+  return {
+    messageId: `m${seq++}`,
+    topic: 't',
+    keys: [],
+    properties: {},
+    body: Buffer.isBuffer(body) ? body : Buffer.from(typeof body === 'string' ? body : JSON.stringify(body)),
+    deliveryAttempt,
+  };
+}
+
+function setup(
+  opts: { gapPolicy?: 'hold' | 'accept'; handlers?: EventHandler[]; unknown?: 'retry' | 'ignore' } = {},
+) {
+  const applied: Array<{ version: number; eventVersion: number; data: unknown; gap?: unknown }> = [];
+  const store = new FakeInbox();
+  const handlers = opts.handlers ?? [
+    on(Added, async (e, ctx) => {
+      applied.push({ version: e.aggregateVersion, eventVersion: e.eventVersion, data: e.data, gap: ctx.gap });
+    }),
+  ];
+  const processor = new MessageProcessor(store, {
+    consumerGroup: 'g',
+    registry: new HandlerRegistry(handlers, [
+      {
+        eventType: 'ItemAdded',
+        fromVersion: 1,
+        upcast: (d: unknown) => ({ sku: (d as { code: string }).code }),
+      },
+    ]),
+    gapPolicy: opts.gapPolicy ?? 'hold',
+    unknownEventTypes: opts.unknown ?? 'retry',
+    maxBodyBytes: 1024,
+  });
+  return { store, processor, applied };
+}
+
+describe('MessageProcessor: the consumer decision', () => {
+  it('applies the next version, then a duplicate eventId is acked without calling the handler', async () => {
+    const { processor, applied, store } = setup();
+    const e1 = envelope(1);
+    expect((await processor.process(message(e1))).kind).toBe('APPLIED');
+    expect((await processor.process(message(e1))).kind).toBe('DUPLICATE');
+    expect(applied.map((a) => a.version)).toEqual([1]);
+    expect(store.consumed.get(`g/${e1.eventId}`)).toBe('APPLIED');
+  });
+
+  it('an older aggregateVersion under a new eventId is stale: recorded, handler not called', async () => {
+    const { processor, applied, store } = setup();
+    await processor.process(message(envelope(1)));
+    await processor.process(message(envelope(2)));
+    const old = envelope(1);
+    expect(await processor.process(message(old))).toMatchObject({ kind: 'STALE', cursorVersion: 2 });
+    expect(applied.map((a) => a.version)).toEqual([1, 2]);
+    expect(store.consumed.get(`g/${old.eventId}`)).toBe('STALE');
+  });
+
+  it('hold: a gap rolls back (nothing recorded), then applies in order once the gap fills', async () => {
+    const { processor, applied, store } = setup();
+    const [v1, v2, v3] = [envelope(1), envelope(2), envelope(3)];
+    await processor.process(message(v1));
+    expect(await processor.process(message(v3))).toMatchObject({ kind: 'GAP_HELD', cursorVersion: 1 });
+    expect(store.consumed.has(`g/${v3.eventId}`)).toBe(false);
+    expect((await processor.process(message(v2))).kind).toBe('APPLIED');
+    expect((await processor.process(message(v3, 2))).kind).toBe('APPLIED');
+    expect(applied.map((a) => a.version)).toEqual([1, 2, 3]);
+  });
+
+  it('accept: a gap is applied, the handler is told, and the late version becomes stale', async () => {
+    const { processor, applied } = setup({ gapPolicy: 'accept' });
+    await processor.process(message(envelope(1)));
+    expect(await processor.process(message(envelope(4)))).toMatchObject({
+      kind: 'APPLIED',
+      gap: { expectedVersion: 2 },
+    });
+    expect(applied[1]!.gap).toEqual({ expectedVersion: 2, receivedVersion: 4 });
+    expect((await processor.process(message(envelope(2)))).kind).toBe('STALE');
+  });
+
+  it('a handler that throws rolls back consumed_event and the cursor: the retry applies it', async () => {
+    let fail = true;
+    const { processor, store } = setup({
+      handlers: [
+        on(Added, async () => {
+          if (fail) throw new Error('boom');
+        }),
+      ],
+    });
+    const e = envelope(1);
+    const first = await processor.process(message(e));
+    expect(first).toMatchObject({ kind: 'HANDLER_FAILED' });
+    expect(store.consumed.size).toBe(0);
+    expect(store.cursors.size).toBe(0);
+    fail = false;
+    expect((await processor.process(message(e, 2))).kind).toBe('APPLIED');
+  });
+
+  it('a failed COMMIT is a store failure (not acked); the redelivery then decides', async () => {
+    const { processor, store } = setup();
+    store.failCommit = true;
+    expect((await processor.process(message(envelope(1)))).kind).toBe('STORE_FAILED');
+  });
+
+  it('older contract versions are upcast; unknown versions and types are counted failures, not skips', async () => {
+    const { processor, applied } = setup();
+    const v1 = { ...envelope(1), eventVersion: 1, data: { code: 'legacy' } };
+    expect((await processor.process(message(v1))).kind).toBe('APPLIED');
+    expect(applied[0]).toMatchObject({ eventVersion: 2, data: { sku: 'legacy' } });
+    const v9 = await processor.process(message({ ...envelope(2), eventVersion: 9 }));
+    expect(v9).toMatchObject({ kind: 'UNHANDLED' });
+    expect((v9 as { error: Error }).error).toBeInstanceOf(UnhandledEventError);
+    expect((v9 as { error: Error }).error.message).toBe(
+      'No handler for ItemAdded version 9 (handled versions: 2)',
+    );
+    expect((await processor.process(message({ ...envelope(2), eventType: 'Other' }))).kind).toBe('UNHANDLED');
+  });
+
+  it('unknownEventTypes "ignore": acked as IGNORED and the cursor still advances', async () => {
+    const { processor, store } = setup({ unknown: 'ignore' });
+    expect((await processor.process(message({ ...envelope(1), eventType: 'Other' }))).kind).toBe('IGNORED');
+    expect([...store.cursors.values()]).toEqual([1]);
+  });
+
+  it.each([
+    ['not JSON', 'nope{', /^Invalid message body: got "nope\{"; expected a JSON envelope/],
+    ['empty', Buffer.alloc(0), /expected a JSON envelope \(got an empty body\)/],
+    ['too large', Buffer.alloc(2000, 0x20), /expected a body of at most 1024 bytes/],
+    ['an array', '[]', /^Invalid message body: got array of length 0; expected an envelope object/],
+    [
+      'missing eventId',
+      JSON.stringify({ ...envelope(1), eventId: undefined }),
+      /body\.eventId: got undefined/,
+    ],
+    [
+      'bad occurredAt',
+      JSON.stringify({ ...envelope(1), occurredAt: '2025-01-01 10:00' }),
+      /body\.occurredAt: got "2025-01-01 10:00"; expected an ISO-8601 UTC/,
+    ],
+    [
+      'negative version',
+      JSON.stringify({ ...envelope(1), aggregateVersion: -1 }),
+      /body\.aggregateVersion: got -1/,
+    ],
+  ])('malformed (%s): a clear error naming the field, no transaction', async (_name, body, re) => {
+    const { processor, store } = setup();
+    const d = await processor.process(message(body as string | Buffer));
+    expect(d.kind).toBe('MALFORMED');
+    expect(String((d as { error: Error }).error.message)).toMatch(re);
+    expect(store.commits + store.rollbacks).toBe(0);
+  });
+});
+
+class FakeConsumerGateway implements ConsumerGateway {
+  queue: InboundMessage[] = [];
+  acked: string[] = [];
+  retried: Array<{ id: string; delay: number }> = [];
+  dead: string[] = [];
+  maxDeliveryAttempts: number | undefined = 3;
+  shutdowns = 0;
+  private wake: (() => void) | undefined;
+  async start(): Promise<void> {}
+  push(m: InboundMessage): void {
+    this.queue.push(m);
+    this.wake?.();
+  }
+  async receive(max: number): Promise<InboundMessage[]> {
+    if (this.queue.length === 0) await new Promise<void>((r) => (this.wake = r));
+    return this.queue.splice(0, max);
+  }
+  async ack(m: InboundMessage): Promise<void> {
+    this.acked.push(m.messageId);
+  }
+  async retryLater(m: InboundMessage, delay: number): Promise<void> {
+    this.retried.push({ id: m.messageId, delay });
+  }
+  async deadLetter(m: InboundMessage): Promise<void> {
+    this.dead.push(m.messageId);
+  }
+  async shutdown(): Promise<void> {
+    this.shutdowns++;
+    this.wake?.();
+  }
+}
+
+const fakeDataSource = { createQueryRunner: () => ({}), isInitialized: true, options: { type: 'mysql' } };
+
+function consumerWith(gateway: FakeConsumerGateway, store: InboxStore, handle: EventHandler['handle']) {
+  return new IdempotentConsumer(
+    {
+      endpoints: '127.0.0.1:8081',
+      dataSource: fakeDataSource as unknown as IdempotentConsumerOptions['dataSource'],
+      consumerGroup: 'g',
+      subscriptions: ['t'],
+      handlers: [{ eventType: 'ItemAdded', eventVersion: 2, handle }],
+      concurrency: 2,
+      retry: { initialDelayMs: 100, maxDelayMs: 400 },
+    },
+    { gateway: () => gateway, store },
+  );
+}
+
+async function until(cond: () => boolean): Promise<void> {
+  for (let i = 0; i < 500 && !cond(); i++) await new Promise((r) => setImmediate(r));
+  if (!cond()) throw new Error('condition not reached');
+}
+
+describe('IdempotentConsumer: settling with the broker', () => {
+  it('acks applied and duplicate messages; retries a failure with backoff; dead-letters at the last attempt', async () => {
+    const gw = new FakeConsumerGateway();
+    const c = consumerWith(gw, new FakeInbox(), async (e) => {
+      if (e.aggregateId === 'bad') throw new Error('boom');
+    });
+    await c.start();
+    const good = envelope(1);
+    const bad = envelope(1, { aggregateId: 'bad' });
+    const [m1, m2, m3, m4] = [message(good), message(good), message(bad, 1), message(bad, 3)];
+    [m1, m2, m3, m4].forEach((m) => gw.push(m));
+    await until(() => gw.acked.length + gw.retried.length + gw.dead.length === 4);
+    expect(gw.acked.sort()).toEqual([m1.messageId, m2.messageId].sort());
+    expect(gw.retried).toEqual([{ id: m3.messageId, delay: expect.any(Number) }]);
+    expect(gw.retried[0]!.delay).toBeGreaterThanOrEqual(80);
+    expect(gw.dead).toEqual([m4.messageId]);
+    expect(c.stats).toMatchObject({ applied: 1, duplicates: 1, handlerFailures: 2, deadLettered: 1 });
+    await c.shutdown();
+  });
+
+  it('malformed messages are dead-lettered at once and counted, never acked', async () => {
+    const gw = new FakeConsumerGateway();
+    const c = consumerWith(gw, new FakeInbox(), async () => undefined);
+    await c.start();
+    const m = message('garbage');
+    gw.push(m);
+    await until(() => gw.dead.length === 1);
+    expect(gw.acked).toEqual([]);
+    expect(c.stats).toMatchObject({ malformed: 1, deadLettered: 1 });
+    await c.shutdown();
+  });
+
+  it('shutdown waits for in-flight handlers to finish and settle', async () => {
+    const gw = new FakeConsumerGateway();
+    let release!: () => void;
+    const entered = new Promise<void>((r) => {
+      const gate = new Promise<void>((g) => (release = g));
+      void gate;
+      r();
+    });
+    let inHandler = false;
+    let gate!: () => void;
+    const c = consumerWith(gw, new FakeInbox(), async () => {
+      inHandler = true;
+      await new Promise<void>((r) => (gate = r));
+    });
+    await c.start();
+    await entered;
+    release();
+    gw.push(message(envelope(1)));
+    await until(() => inHandler);
+    const done = c.shutdown();
+    let finished = false;
+    void done.then(() => (finished = true));
+    await new Promise((r) => setImmediate(r));
+    expect(finished).toBe(false);
+    gate();
+    await done;
+    expect(gw.acked).toHaveLength(1);
+    expect(gw.shutdowns).toBe(1);
+  });
+
+  it('validates every option at construction, naming option, value and what is allowed', () => {
+    const base = {
+      endpoints: '127.0.0.1:8081',
+      dataSource: fakeDataSource as unknown as IdempotentConsumerOptions['dataSource'],
+      consumerGroup: 'g',
+      subscriptions: ['t'],
+      handlers: [{ eventType: 'ItemAdded', eventVersion: 1, handle: async () => undefined }],
+    };
+    const bad = (over: Record<string, unknown>) => () =>
+      new IdempotentConsumer({ ...base, ...over } as IdempotentConsumerOptions);
+    expect(bad({ concurrency: 0 })).toThrow(
+      'Invalid option concurrency: got 0; expected an integer from 1 to 256',
+    );
+    expect(bad({ gapPolicy: 'skip' })).toThrow(
+      'Invalid option gapPolicy: got "skip"; expected "hold" or "accept"',
+    );
+    expect(bad({ subscriptions: [] })).toThrow(/Invalid option subscriptions: got array of length 0/);
+    expect(bad({ handlers: [{ eventType: 'A', eventVersion: 0, handle: () => 1 }] })).toThrow(
+      'Invalid option handlers[0].eventVersion: got 0; expected an integer from 1 to 2147483647',
+    );
+    expect(bad({ invisibleDurationMs: 1000 })).toThrow(
+      /invisibleDurationMs: got 1000; expected an integer from 10000/,
+    );
+    expect(bad({ consumerGroup: 'a b' })).toThrow(/Invalid option consumerGroup: got "a b"/);
+    expect(bad({ colour: 'red' })).toThrow(
+      /Invalid option options\.colour: got "red"; expected no such option/,
+    );
+    expect(bad({ retry: { initialDelayMs: 5000, maxDelayMs: 100 } })).toThrow(/retry\.maxDelayMs: got 100/);
+    expect(bad({ concurrency: 0 })).toThrow(InvalidOptionError);
+  });
+});
