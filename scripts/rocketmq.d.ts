@@ -1,0 +1,66 @@
+/** Types for scripts/rocketmq.js, so TypeScript tests can stop and restart the local broker. */
+
+export type Component = 'namesrv' | 'proxy';
+
+export interface StartOptions {
+  /** No progress lines on stdout. */
+  quiet?: boolean;
+  /** Overall readiness timeout (default ROCKETMQ_START_TIMEOUT_MS or 120 000). */
+  timeoutMs?: number;
+}
+
+export interface StartResult {
+  /** true when ROCKETMQ_ENDPOINTS points at an existing broker (nothing was started). */
+  external: boolean;
+  endpoints: string;
+  namesrvAddr?: string;
+  home?: string;
+  namesrvPid?: number | null;
+  proxyPid?: number | null;
+  alreadyRunning?: boolean;
+  ms?: number;
+  jarDownloadMs?: number;
+}
+
+export interface StopOptions {
+  quiet?: boolean;
+  /** Default both; `['proxy']` stops only the broker (the NameServer keeps running). */
+  components?: Component[];
+  /** 'SIGKILL' simulates a crash; default 'SIGTERM' (graceful, SIGKILL after ROCKETMQ_STOP_TIMEOUT_MS). */
+  signal?: 'SIGTERM' | 'SIGKILL';
+}
+
+export interface StopResult {
+  stopped: { name: Component; pid: number; how: string }[];
+}
+
+export interface ComponentState {
+  pid: number | null;
+  alive: boolean;
+  ready: boolean;
+  /** Probed ports: true = something accepts connections. */
+  ports: Record<string, boolean>;
+}
+
+export interface StatusResult {
+  home: string;
+  endpoints: string;
+  running: boolean;
+  namesrv: ComponentState;
+  proxy: ComponentState;
+}
+
+export function start(options?: StartOptions): Promise<StartResult>;
+export function stop(options?: StopOptions): Promise<StopResult>;
+export function status(options?: { quiet?: boolean }): Promise<StatusResult>;
+
+export const VERSION: string;
+export const PORTS: {
+  namesrv: number;
+  grpc: number;
+  remoting: number;
+  broker: number;
+  brokerFast: number;
+  brokerHa: number;
+};
+export class RocketMqError extends Error {}

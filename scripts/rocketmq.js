@@ -1,0 +1,642 @@
+#!/usr/bin/env node
+'use strict';
+/**
+ * Local Apache RocketMQ 5 for tests and samples, without Docker:
+ * NameServer + Proxy in Local mode (the proxy embeds the broker), assembled from Maven Central jars.
+ *
+ *   node scripts/rocketmq.js start | stop | status
+ *
+ * Also a module: `const { start, stop, status } = require('./scripts/rocketmq')` (tests use it to stop
+ * and restart the broker). See docs/local-broker.md.
+ */
+const fs = require('node:fs');
+const path = require('node:path');
+const childProcess = require('node:child_process');
+const proc = require('./lib/proc');
+const config = require('./lib/config');
+const admin = require('./lib/admin');
+
+const VERSION = '5.3.3';
+const REPO_ROOT = path.resolve(__dirname, '..');
+const TOPICS_FILE = path.join(__dirname, 'topics.json');
+
+const PORTS = {
+  namesrv: 9876,
+  grpc: 8081,
+  remoting: 8080,
+  broker: 10911,
+  brokerFast: 10909,
+  brokerHa: 10912,
+};
+
+/** Everything about the run folder; computed per call so env changes (tests) are honoured. */
+function context() {
+  const home = path.resolve(process.env.ROCKETMQ_TX_HOME || path.join(REPO_ROOT, '.rocketmq'));
+  const ctx = {
+    version: VERSION,
+    home,
+    libDir: path.join(home, 'lib'),
+    confDir: path.join(home, 'conf'),
+    storeDir: path.join(home, 'store'),
+    logsDir: path.join(home, 'logs'),
+    runDir: path.join(home, 'run'),
+    cluster: 'DefaultCluster',
+    namesrvAddr: `127.0.0.1:${PORTS.namesrv}`,
+    endpoints: `127.0.0.1:${PORTS.grpc}`,
+    ports: PORTS,
+    log: () => {},
+  };
+  ctx.javaEnv = { ...process.env, ROCKETMQ_HOME: home, RMQ_PROXY_HOME: home };
+  // Our own flags must win over anything inherited.
+  delete ctx.javaEnv.JAVA_TOOL_OPTIONS;
+  delete ctx.javaEnv._JAVA_OPTIONS;
+  ctx.components = {
+    namesrv: {
+      name: 'namesrv',
+      title: 'NameServer',
+      mainClass: 'org.apache.rocketmq.namesrv.NamesrvStartup',
+      args: ['-c', path.join(ctx.confDir, 'namesrv.conf')],
+      heap: ['-Xms256m', '-Xmx256m'],
+      readyLine: 'The Name Server boot success',
+      // ports that must be free before start / that answer when it runs
+      ports: [PORTS.namesrv],
+      readyPorts: [PORTS.namesrv],
+      logback: path.join(ctx.confDir, 'rmq.namesrv.logback.xml'),
+      out: path.join(ctx.logsDir, 'namesrv.out'),
+      logs: [path.join(ctx.logsDir, 'namesrv.out'), path.join(ctx.logsDir, 'namesrv.log')],
+      pidFile: path.join(ctx.runDir, 'namesrv.pid'),
+    },
+    proxy: {
+      name: 'proxy',
+      title: 'Proxy (Local mode, embedded broker)',
+      mainClass: 'org.apache.rocketmq.proxy.ProxyStartup',
+      args: [
+        '-pm',
+        'Local',
+        '-bc',
+        path.join(ctx.confDir, 'broker.conf'),
+        '-pc',
+        path.join(ctx.confDir, 'rmq-proxy.json'),
+        '-n',
+        ctx.namesrvAddr,
+      ],
+      heap: ['-Xms512m', '-Xmx1g', '-XX:MaxDirectMemorySize=512m'],
+      readyLine: 'rocketmq-proxy startup successfully',
+      ports: [PORTS.grpc, PORTS.remoting, PORTS.broker, PORTS.brokerFast, PORTS.brokerHa],
+      readyPorts: [PORTS.grpc, PORTS.broker],
+      logback: path.join(ctx.confDir, 'rmq.proxy.logback.xml'),
+      out: path.join(ctx.logsDir, 'proxy.out'),
+      logs: [
+        path.join(ctx.logsDir, 'proxy.out'),
+        path.join(ctx.logsDir, 'proxy.log'),
+        path.join(ctx.logsDir, 'broker.log'),
+        path.join(ctx.logsDir, 'transaction.log'),
+      ],
+      pidFile: path.join(ctx.runDir, 'proxy.pid'),
+    },
+  };
+  return ctx;
+}
+
+function makeLogger(quiet) {
+  return quiet ? () => {} : (msg) => console.log(`[rocketmq] ${msg}`);
+}
+
+function seconds(ms) {
+  return `${(ms / 1000).toFixed(1)} s`;
+}
+
+class RocketMqError extends Error {}
+
+// ---------------------------------------------------------------------------------------------
+// Tool checks
+// ---------------------------------------------------------------------------------------------
+
+function findJava() {
+  const fromHome = process.env.JAVA_HOME && path.join(process.env.JAVA_HOME, 'bin', 'java');
+  if (fromHome && fs.existsSync(fromHome)) return fromHome;
+  return proc.which('java');
+}
+
+function checkJava(ctx) {
+  const java = findJava();
+  if (!java) {
+    throw new RocketMqError(
+      'java not found (needed to run RocketMQ). Install a JDK 11+ (17 recommended), e.g. ' +
+        '`sudo apt-get install openjdk-17-jdk-headless`, `brew install openjdk@17` or https://adoptium.net, ' +
+        'then put it on PATH or set JAVA_HOME. Or point the tests at an existing broker with ROCKETMQ_ENDPOINTS=host:8081.',
+    );
+  }
+  const res = childProcess.spawnSync(java, ['-version'], { encoding: 'utf8' });
+  const text = `${res.stderr || ''}${res.stdout || ''}`;
+  const m = /version "(\d+)(?:\.(\d+))?/.exec(text);
+  let major = m ? Number(m[1]) : NaN;
+  if (major === 1 && m[2]) major = Number(m[2]);
+  if (!(major >= 11)) {
+    throw new RocketMqError(
+      `${java} reports ${JSON.stringify(text.split('\n')[0])}: RocketMQ ${VERSION} here needs Java 11+ (17 recommended).`,
+    );
+  }
+  ctx.java = java;
+  ctx.javaMajor = major;
+  const javac = path.join(path.dirname(java), 'javac');
+  ctx.javac = fs.existsSync(javac) ? javac : proc.which('javac');
+}
+
+function checkMaven() {
+  const mvn = proc.which(process.platform === 'win32' ? 'mvn.cmd' : 'mvn');
+  if (!mvn) {
+    throw new RocketMqError(
+      `mvn not found: Maven is needed once, to download the RocketMQ ${VERSION} jars from Maven Central. ` +
+        'Install Apache Maven 3.6+ (`sudo apt-get install maven`, `brew install maven`, or https://maven.apache.org/install.html).',
+    );
+  }
+  return mvn;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Jars, configuration
+// ---------------------------------------------------------------------------------------------
+
+function jarsMarker(ctx) {
+  return path.join(ctx.libDir, '.rocketmq-tx-version');
+}
+
+function jarsPresent(ctx) {
+  try {
+    return fs.readFileSync(jarsMarker(ctx), 'utf8').trim() === VERSION;
+  } catch {
+    return false;
+  }
+}
+
+async function ensureJars(ctx, log) {
+  if (jarsPresent(ctx)) return { downloaded: false, ms: 0 };
+  const mvn = checkMaven();
+  const t0 = Date.now();
+  const mavenDir = path.join(ctx.home, 'maven');
+  const tmpLib = path.join(ctx.home, 'lib.partial');
+  fs.mkdirSync(mavenDir, { recursive: true });
+  fs.rmSync(tmpLib, { recursive: true, force: true });
+  fs.writeFileSync(path.join(mavenDir, 'pom.xml'), config.pomXml(VERSION));
+  const extra = (process.env.ROCKETMQ_TX_MAVEN_ARGS || '').split(/\s+/).filter(Boolean);
+  const args = [
+    '-B',
+    '-q',
+    '-Dstyle.color=never',
+    ...extra,
+    'dependency:copy-dependencies',
+    `-DoutputDirectory=${tmpLib}`,
+    '-DincludeScope=runtime',
+  ];
+  log(`downloading RocketMQ ${VERSION} jars with Maven into ${ctx.libDir} (first run only) ...`);
+  log(`  $ mvn ${args.join(' ')}`);
+  const res = await proc.run(mvn, args, { cwd: mavenDir });
+  const mavenLog = path.join(ctx.logsDir, 'maven.log');
+  fs.writeFileSync(mavenLog, `${res.stdout}\n${res.stderr}`);
+  const jars = fs.existsSync(tmpLib) ? fs.readdirSync(tmpLib).filter((f) => f.endsWith('.jar')) : [];
+  if (res.code !== 0 || !jars.some((j) => j.startsWith(`rocketmq-proxy-${VERSION}`))) {
+    throw new RocketMqError(
+      `Maven could not fetch the RocketMQ ${VERSION} jars (exit ${res.code}; ${jars.length} jars). ` +
+        `Check network access to Maven Central (or your ~/.m2/settings.xml mirror). Full output: ${mavenLog}\n` +
+        `--- last lines of ${mavenLog} ---\n${proc.tail(mavenLog, 40)}`,
+    );
+  }
+  fs.rmSync(ctx.libDir, { recursive: true, force: true });
+  fs.renameSync(tmpLib, ctx.libDir);
+  fs.writeFileSync(jarsMarker(ctx), `${VERSION}\n`);
+  const ms = Date.now() - t0;
+  log(`  ${jars.length} jars ready in ${seconds(ms)}`);
+  return { downloaded: true, ms };
+}
+
+function writeConfigs(ctx) {
+  const files = {
+    'broker.conf': config.brokerConf(ctx),
+    'namesrv.conf': config.namesrvConf(ctx),
+    'rmq-proxy.json': config.proxyJson(ctx),
+    'rmq.namesrv.logback.xml': config.namesrvLogback(ctx),
+    'rmq.proxy.logback.xml': config.proxyLogback(ctx),
+    'rmq.tools.logback.xml': config.toolsLogback(ctx),
+  };
+  for (const [name, text] of Object.entries(files)) fs.writeFileSync(path.join(ctx.confDir, name), text);
+}
+
+function loadTopics() {
+  const spec = JSON.parse(fs.readFileSync(TOPICS_FILE, 'utf8'));
+  const types = new Set(['NORMAL', 'FIFO', 'DELAY', 'TRANSACTION']);
+  for (const t of spec.topics) {
+    if (!/^[A-Za-z0-9_%|-]{1,127}$/.test(t.name) || !types.has(t.type)) {
+      throw new RocketMqError(`${TOPICS_FILE}: bad topic entry ${JSON.stringify(t)}`);
+    }
+  }
+  return { topics: spec.topics, fifoGroups: spec.fifoGroups || [] };
+}
+
+function ensureDirs(ctx) {
+  for (const d of [ctx.home, ctx.confDir, ctx.storeDir, ctx.logsDir, ctx.runDir])
+    fs.mkdirSync(d, { recursive: true });
+}
+
+// ---------------------------------------------------------------------------------------------
+// Processes
+// ---------------------------------------------------------------------------------------------
+
+/** True when the pid runs our main class out of our home folder (guards against pid reuse). */
+function isOurProcess(ctx, comp, pid) {
+  if (!proc.isAlive(pid)) return false;
+  const cmd = proc.cmdlineOf(pid);
+  if (!cmd) return true; // cannot tell (no /proc, no ps): trust the pid file
+  return cmd.includes(` ${comp.mainClass}`) && cmd.includes(`-Duser.home=${ctx.home} `);
+}
+
+async function inspect(ctx, options = {}) {
+  const state = {};
+  for (const comp of Object.values(ctx.components)) {
+    const pid = proc.readPidFile(comp.pidFile);
+    const alive = pid !== null && isOurProcess(ctx, comp, pid);
+    if (pid !== null && !alive) fs.rmSync(comp.pidFile, { force: true }); // stale
+    // While it runs, probe only the ports clients use (a probe of the broker's HA port logs noise).
+    const ports = {};
+    for (const p of alive && !options.allPorts ? comp.readyPorts : comp.ports) {
+      ports[p] = await proc.portOpen(p, '127.0.0.1', 500);
+    }
+    const ready = alive && comp.readyPorts.every((p) => ports[p]);
+    state[comp.name] = { pid: alive ? pid : null, alive, ports, ready };
+  }
+  return state;
+}
+
+function javaArgs(ctx, comp) {
+  return [
+    '-server',
+    ...comp.heap,
+    '-XX:+UseG1GC',
+    '-XX:-OmitStackTraceInFastThrow',
+    // Java 9+: the store casts mapped buffers to sun.nio.ch.DirectBuffer on some optional paths
+    // (mlock/warm-up, page-cache checks, transient store pool). Nothing else needs opening on 17.
+    '--add-exports=java.base/sun.nio.ch=ALL-UNNAMED',
+    `-Duser.home=${ctx.home}`,
+    `-Drocketmq.home.dir=${ctx.home}`,
+    `-Drmq.logback.configurationFile=${comp.logback}`,
+    '-cp',
+    path.join(ctx.libDir, '*'),
+    comp.mainClass,
+    ...comp.args,
+  ];
+}
+
+function spawnComponent(ctx, comp) {
+  if (fs.existsSync(comp.out)) fs.renameSync(comp.out, `${comp.out}.prev`);
+  const fd = fs.openSync(comp.out, 'w');
+  try {
+    const child = childProcess.spawn(ctx.java, javaArgs(ctx, comp), {
+      cwd: ctx.home,
+      env: ctx.javaEnv,
+      detached: true,
+      stdio: ['ignore', fd, fd],
+    });
+    child.unref();
+    if (!child.pid) throw new RocketMqError(`could not spawn ${ctx.java} for the ${comp.title}`);
+    fs.writeFileSync(comp.pidFile, `${child.pid}\n`);
+    return child.pid;
+  } finally {
+    fs.closeSync(fd);
+  }
+}
+
+/** Tails of a component's logs for an error message: its stdout/stderr (40 lines), then 15 of each log. */
+function failureDetail(comp) {
+  return comp.logs
+    .map((f, i) => ({ f, text: proc.tail(f, i === 0 ? 40 : 15) }))
+    .filter(({ f, text }) => text || f === comp.out)
+    .map(({ f, text }) => `--- last lines of ${f} ---\n${text || '(empty)'}`)
+    .join('\n');
+}
+
+async function waitReady(ctx, comp, pid, deadline) {
+  const t0 = Date.now();
+  try {
+    await proc.waitUntil(
+      async () => {
+        if (!proc.isAlive(pid)) {
+          throw new RocketMqError(`the ${comp.title} (pid ${pid}) exited during startup`);
+        }
+        if (!proc.fileContains(comp.out, comp.readyLine)) return false;
+        for (const p of comp.readyPorts) if (!(await proc.portOpen(p, '127.0.0.1', 500))) return false;
+        return true;
+      },
+      {
+        timeoutMs: Math.max(0, deadline - Date.now()),
+        intervalMs: 200,
+        description: `the ${comp.title} to be ready`,
+      },
+    );
+  } catch (err) {
+    err.message = `${err.message}\n${failureDetail(comp)}`;
+    throw err;
+  }
+  return Date.now() - t0;
+}
+
+async function killPid(pid, { graceMs = 20000, signal = 'SIGTERM' } = {}) {
+  if (!proc.isAlive(pid)) return 'not running';
+  try {
+    process.kill(pid, signal);
+  } catch {
+    return 'not running';
+  }
+  if (signal === 'SIGKILL') {
+    await proc.waitUntil(() => !proc.isAlive(pid), {
+      timeoutMs: 5000,
+      intervalMs: 50,
+      description: `pid ${pid} to die`,
+    });
+    return 'killed (SIGKILL)';
+  }
+  try {
+    await proc.waitUntil(() => !proc.isAlive(pid), {
+      timeoutMs: graceMs,
+      intervalMs: 100,
+      description: `pid ${pid} to exit`,
+    });
+    return 'stopped';
+  } catch {
+    try {
+      process.kill(pid, 'SIGKILL');
+    } catch {
+      // already gone
+    }
+    await proc.waitUntil(() => !proc.isAlive(pid), {
+      timeoutMs: 5000,
+      intervalMs: 100,
+      description: `pid ${pid} to die`,
+    });
+    return 'killed (SIGKILL after SIGTERM timeout)';
+  }
+}
+
+// A start lock so two concurrent `start` calls (e.g. two terminals) do not race.
+async function withStartLock(ctx, log, fn, timeoutMs) {
+  const lock = path.join(ctx.runDir, 'start.lock');
+  const deadline = Date.now() + timeoutMs;
+  let announced = false;
+  for (;;) {
+    try {
+      fs.writeFileSync(lock, `${process.pid}\n`, { flag: 'wx' });
+      break;
+    } catch (err) {
+      if (err.code !== 'EEXIST') throw err;
+      const holder = proc.readPidFile(lock);
+      if (!holder || !proc.isAlive(holder)) {
+        fs.rmSync(lock, { force: true });
+        continue;
+      }
+      if (!announced) log(`another start (pid ${holder}) is in progress; waiting for it ...`);
+      announced = true;
+      if (Date.now() > deadline)
+        throw new RocketMqError(`timed out waiting for the start lock held by pid ${holder} (${lock})`);
+      await proc.sleep(250);
+    }
+  }
+  try {
+    return await fn();
+  } finally {
+    fs.rmSync(lock, { force: true });
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Commands
+// ---------------------------------------------------------------------------------------------
+
+function parseEndpoint(endpoints) {
+  const first = endpoints.split(/[;,]/)[0].trim();
+  const m = /^(?:[a-z]+:\/\/)?\[?([^\]]+?)\]?(?::(\d+))?$/.exec(first);
+  if (!m) throw new RocketMqError(`ROCKETMQ_ENDPOINTS=${JSON.stringify(endpoints)} is not host:port`);
+  return { host: m[1], port: Number(m[2] || 8081) };
+}
+
+/**
+ * Starts whatever is not running (NameServer, then Proxy + broker), waits until it is ready, and
+ * (re)creates the topics in scripts/topics.json. Resolves with { endpoints, namesrvPid, proxyPid, ... }.
+ * options: { quiet, timeoutMs }
+ */
+async function start(options = {}) {
+  const log = makeLogger(options.quiet);
+  const t0 = Date.now();
+  const timeoutMs = options.timeoutMs ?? Number(process.env.ROCKETMQ_START_TIMEOUT_MS || 120000);
+
+  if (process.env.ROCKETMQ_ENDPOINTS) {
+    const endpoints = process.env.ROCKETMQ_ENDPOINTS;
+    const { host, port } = parseEndpoint(endpoints);
+    if (!(await proc.portOpen(port, host, 3000))) {
+      throw new RocketMqError(
+        `ROCKETMQ_ENDPOINTS=${endpoints} is set, but nothing answers on ${host}:${port}.`,
+      );
+    }
+    log(
+      `ROCKETMQ_ENDPOINTS=${endpoints} is set: using that existing broker (${host}:${port} answers); not starting a local one.`,
+    );
+    log('  (its topics must already exist: see scripts/topics.json)');
+    return { external: true, endpoints };
+  }
+
+  const ctx = context();
+  ctx.log = log;
+  ensureDirs(ctx);
+  checkJava(ctx);
+
+  return withStartLock(
+    ctx,
+    log,
+    async () => {
+      const deadline = Date.now() + timeoutMs;
+      const spec = loadTopics();
+      let state = await inspect(ctx);
+
+      if (state.namesrv.ready && state.proxy.ready) {
+        log(
+          `RocketMQ already running (namesrv pid ${state.namesrv.pid}, proxy pid ${state.proxy.pid}, endpoints ${ctx.endpoints})`,
+        );
+        const tt = Date.now();
+        const r = await admin.ensureTopics(ctx, spec, { waitMs: Math.max(5000, deadline - Date.now()) });
+        log(
+          `topics ensured: ${r.ok} topics/groups via ${r.mode} in ${seconds(Date.now() - tt)}${r.detail ? ` (${r.detail})` : ''}`,
+        );
+        return result(ctx, state, { alreadyRunning: true, ms: Date.now() - t0 });
+      }
+
+      // Fail early (before any download) when a port we need is held by someone else.
+      for (const comp of [ctx.components.namesrv, ctx.components.proxy]) {
+        const s = state[comp.name];
+        if (s.alive) continue;
+        const busy = comp.ports.filter((p) => s.ports[p]);
+        if (busy.length) {
+          const owners = busy.map((p) => {
+            const owner = proc.portOwner(p);
+            return `${p}${owner ? ` (held by ${owner})` : ''}`;
+          });
+          throw new RocketMqError(
+            `cannot start the ${comp.title}: port ${owners.join(', ')} already in use by a process that is not ours ` +
+              `(no live pid in ${comp.pidFile}). Stop it, or, if it is a RocketMQ 5 proxy, ` +
+              `use it with ROCKETMQ_ENDPOINTS=127.0.0.1:${PORTS.grpc}.`,
+          );
+        }
+      }
+
+      const started = [];
+      try {
+        const jars = await ensureJars(ctx, log);
+        writeConfigs(ctx);
+        for (const comp of [ctx.components.namesrv, ctx.components.proxy]) {
+          const s = state[comp.name];
+          if (s.ready) {
+            log(`${comp.title} already running (pid ${s.pid})`);
+            continue;
+          }
+          if (s.alive) {
+            // Ours and alive but not answering yet (e.g. still booting): wait for it.
+            log(`${comp.title} pid ${s.pid} is running but not ready yet; waiting ...`);
+            const ms = await waitReady(ctx, comp, s.pid, deadline);
+            log(`  ${comp.name} ready after ${seconds(ms)}`);
+            continue;
+          }
+          log(`starting ${comp.title} ...`);
+          const pid = spawnComponent(ctx, comp);
+          started.push({ comp, pid });
+          const ms = await waitReady(ctx, comp, pid, deadline);
+          log(`  ${comp.name} ready (pid ${pid}) in ${seconds(ms)}; log: ${comp.out}`);
+        }
+        const tt = Date.now();
+        let r;
+        try {
+          r = await admin.ensureTopics(ctx, spec, { waitMs: Math.max(5000, deadline - Date.now()) });
+        } catch (err) {
+          const brokerLog = path.join(ctx.logsDir, 'broker.log');
+          err.message += `\n--- last lines of ${brokerLog} ---\n${proc.tail(brokerLog, 40)}`;
+          throw err;
+        }
+        log(
+          `topics ensured: ${r.ok} topics/groups via ${r.mode} in ${seconds(Date.now() - tt)}${r.detail ? ` (${r.detail})` : ''}`,
+        );
+        state = await inspect(ctx);
+        const total = Date.now() - t0;
+        log(
+          `RocketMQ ${VERSION} ready in ${seconds(total)}${jars.downloaded ? ` (jar download ${seconds(jars.ms)})` : ''}: ` +
+            `endpoints ${ctx.endpoints} (gRPC, plaintext), namesrv ${ctx.namesrvAddr}, home ${ctx.home}`,
+        );
+        return result(ctx, state, { alreadyRunning: false, ms: total, jarDownloadMs: jars.ms });
+      } catch (err) {
+        for (const { comp, pid } of started.reverse()) {
+          log(`stopping the ${comp.title} (pid ${pid}) that this start launched ...`);
+          await killPid(pid, { graceMs: 5000 }).catch(() => {});
+          fs.rmSync(comp.pidFile, { force: true });
+        }
+        throw err;
+      }
+    },
+    timeoutMs,
+  );
+}
+
+function result(ctx, state, extra) {
+  return {
+    external: false,
+    endpoints: ctx.endpoints,
+    namesrvAddr: ctx.namesrvAddr,
+    home: ctx.home,
+    namesrvPid: state.namesrv.pid,
+    proxyPid: state.proxy.pid,
+    ...extra,
+  };
+}
+
+/**
+ * Stops exactly the pids in the pid files (proxy first, then NameServer): SIGTERM, wait up to
+ * ROCKETMQ_STOP_TIMEOUT_MS (default 30 s), then SIGKILL.
+ * options: { quiet, components: ['proxy'] | ['namesrv'] | both (default), signal: 'SIGTERM' | 'SIGKILL' }.
+ * `stop({ components: ['proxy'] })` stops the broker but keeps the NameServer (broker-restart tests);
+ * `signal: 'SIGKILL'` simulates a crash (no graceful shutdown; the store recovers on the next start).
+ */
+async function stop(options = {}) {
+  const log = makeLogger(options.quiet);
+  const ctx = context();
+  const wanted = options.components || ['proxy', 'namesrv'];
+  const stopped = [];
+  for (const name of ['proxy', 'namesrv']) {
+    if (!wanted.includes(name)) continue;
+    const comp = ctx.components[name];
+    const pid = proc.readPidFile(comp.pidFile);
+    if (pid === null) continue;
+    if (!isOurProcess(ctx, comp, pid)) {
+      log(`${comp.title}: pid ${pid} in ${comp.pidFile} is not running (stale pid file removed)`);
+      fs.rmSync(comp.pidFile, { force: true });
+      continue;
+    }
+    const t0 = Date.now();
+    const how = await killPid(pid, {
+      signal: options.signal || 'SIGTERM',
+      graceMs: Number(process.env.ROCKETMQ_STOP_TIMEOUT_MS || 30000),
+    });
+    fs.rmSync(comp.pidFile, { force: true });
+    log(`${comp.title}: pid ${pid} ${how} in ${seconds(Date.now() - t0)}`);
+    stopped.push({ name, pid, how });
+  }
+  if (stopped.length === 0) log(`nothing to stop (no running RocketMQ from ${ctx.home})`);
+  return { stopped };
+}
+
+/** Prints and returns the state of each process, its ports and log files. */
+async function status(options = {}) {
+  const log = makeLogger(options.quiet);
+  if (process.env.ROCKETMQ_ENDPOINTS) {
+    const { host, port } = parseEndpoint(process.env.ROCKETMQ_ENDPOINTS);
+    const open = await proc.portOpen(port, host, 2000);
+    log(
+      `ROCKETMQ_ENDPOINTS=${process.env.ROCKETMQ_ENDPOINTS} is set (external broker): ${host}:${port} ${open ? 'answers' : 'does NOT answer'}`,
+    );
+  }
+  const ctx = context();
+  const state = await inspect(ctx);
+  log(
+    `home: ${ctx.home}${jarsPresent(ctx) ? ` (RocketMQ ${VERSION} jars present)` : ' (jars not downloaded yet)'}`,
+  );
+  for (const comp of Object.values(ctx.components)) {
+    const s = state[comp.name];
+    const ports = Object.entries(s.ports)
+      .map(([p, open]) => `${p}:${open ? 'open' : 'closed'}`)
+      .join(' ');
+    const what = s.alive ? `running, pid ${s.pid}${s.ready ? '' : ' (not answering yet)'}` : 'not running';
+    log(`${comp.name.padEnd(8)} ${what}; ports ${ports}`);
+    log(`${''.padEnd(8)} logs: ${comp.logs.join(', ')}`);
+  }
+  const running = state.namesrv.ready && state.proxy.ready;
+  log(
+    running
+      ? `endpoints: ${ctx.endpoints} (gRPC), namesrv ${ctx.namesrvAddr}`
+      : 'RocketMQ is not (fully) running: npm run rocketmq:start',
+  );
+  return { home: ctx.home, endpoints: ctx.endpoints, running, ...state };
+}
+
+module.exports = { start, stop, status, context, VERSION, PORTS, RocketMqError };
+
+if (require.main === module) {
+  const cmd = process.argv[2];
+  const commands = { start, stop, status };
+  if (!commands[cmd]) {
+    console.error('usage: node scripts/rocketmq.js start|stop|status   (see docs/local-broker.md)');
+    process.exit(2);
+  }
+  commands[cmd]().then(
+    () => {
+      process.exitCode = 0;
+    },
+    (err) => {
+      console.error(`[rocketmq] ${cmd} failed: ${err.message}`);
+      if (!(err instanceof RocketMqError) && err.code !== 'ETIMEDOUT') console.error(err.stack);
+      process.exitCode = 1;
+    },
+  );
+}

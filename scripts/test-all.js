@@ -1,0 +1,79 @@
+#!/usr/bin/env node
+'use strict';
+/**
+ * `npm test`: make sure a broker runs (local one via scripts/rocketmq.js, unless ROCKETMQ_ENDPOINTS
+ * names an existing one), check the test database answers, then run every jest project.
+ * Extra CLI args go to jest (`npm test -- --selectProjects unit`). Leaves the broker running.
+ */
+const path = require('node:path');
+const childProcess = require('node:child_process');
+const rocketmq = require('./rocketmq');
+
+const DEFAULT_DB_URL = 'mysql://root@127.0.0.1:3306/test';
+
+function maskUrl(url) {
+  try {
+    const u = new (require('node:url').URL)(url);
+    if (u.password) u.password = '***';
+    return u.toString();
+  } catch {
+    return url.replace(/\/\/([^:/@]+):[^@]*@/, '//$1:***@');
+  }
+}
+
+async function checkDatabase(url) {
+  let mysql;
+  try {
+    mysql = require('mysql2/promise');
+  } catch {
+    throw new Error('mysql2 is not installed (run `npm ci`)');
+  }
+  let conn;
+  try {
+    conn = await mysql.createConnection({ uri: url, connectTimeout: 5000 });
+    await conn.query('SELECT 1');
+  } finally {
+    if (conn) await conn.end().catch(() => {});
+  }
+}
+
+async function main() {
+  const t0 = Date.now();
+  await rocketmq.start();
+
+  const dbUrl = process.env.ROCKETMQ_TX_DB_URL || DEFAULT_DB_URL;
+  try {
+    await checkDatabase(dbUrl);
+    console.log(`[test] database ${maskUrl(dbUrl)} answers`);
+  } catch (err) {
+    console.error(
+      `[test] the test database ${maskUrl(dbUrl)} is not reachable: ${err.message}\n` +
+        '       Start MySQL/MariaDB (e.g. `docker compose -f docker/docker-compose.yml up -d mysql`) ' +
+        'or set ROCKETMQ_TX_DB_URL=mysql://user:pass@host:3306/db.',
+    );
+    return 1;
+  }
+
+  const jestBin = require.resolve('jest/bin/jest');
+  const args = [jestBin, '--maxWorkers=2', ...process.argv.slice(2)];
+  console.log(
+    `[test] services ready in ${((Date.now() - t0) / 1000).toFixed(1)} s; running jest ${args.slice(1).join(' ')}`,
+  );
+  const res = childProcess.spawnSync(process.execPath, args, {
+    stdio: 'inherit',
+    cwd: path.resolve(__dirname, '..'),
+    env: process.env,
+  });
+  if (res.error) throw res.error;
+  return res.status ?? 1;
+}
+
+main().then(
+  (code) => {
+    process.exitCode = code;
+  },
+  (err) => {
+    console.error(`[test] ${err.message}`);
+    process.exitCode = 1;
+  },
+);
