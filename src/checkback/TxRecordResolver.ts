@@ -1,5 +1,6 @@
 import type { TxRecordStore } from '../store/ports';
 import { errorFields, noopLogger, type Logger } from '../util/logger';
+import { isUuid } from '../util/uuidv7';
 import { TransactionResolution, type CheckBackMessage, type CheckBackResolver } from './resolution';
 
 export interface TxRecordResolverOptions {
@@ -29,6 +30,11 @@ export class TxRecordResolver implements CheckBackResolver {
     if (txId === undefined) return Promise.resolve(TransactionResolution.UNKNOWN);
     // Wrong-service guard: another service's half message; only its owner may decide it.
     if (origin !== this.options.producerGroup) return Promise.resolve(TransactionResolution.UNKNOWN);
+    // A forged or malformed TX_ID is never ours: no tombstone, no answer.
+    if (!isUuid(txId)) {
+      this.logger.warn({ topic: message.topic, messageId: message.messageId }, 'check-back with a malformed TX_ID');
+      return Promise.resolve(TransactionResolution.UNKNOWN);
+    }
     // One fence per txId at a time on this instance: a multi-event transaction is checked once per message.
     const pending = this.inFlight.get(txId);
     if (pending) return pending;

@@ -50,6 +50,15 @@ describe('TxRecordResolver decision table', () => {
     expect(calls).toEqual([]);
   });
 
+  it('answers UNKNOWN to a forged or malformed TX_ID and writes nothing', async () => {
+    const { store, calls } = storeAnswering({ kind: 'FENCED' });
+    const r = new TxRecordResolver(store, { producerGroup: 'orders', lockWaitTimeoutMs: 1000 });
+    for (const txId of ['', 'x', "1' OR '1'='1", 'A'.repeat(400), '0192F1A4-0000-7000-8000-000000000001']) {
+      await expect(r.resolve(msg({ txId }))).resolves.toBe('UNKNOWN');
+    }
+    expect(calls).toEqual([]);
+  });
+
   it('coalesces concurrent check-backs for one txId into one fence write', async () => {
     let release!: (o: FenceOutcome) => void;
     const pending = new Promise<FenceOutcome>((r) => (release = r));
