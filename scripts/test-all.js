@@ -55,17 +55,24 @@ async function main() {
   }
 
   const jestBin = require.resolve('jest/bin/jest');
-  const args = [jestBin, '--maxWorkers=2', ...process.argv.slice(2)];
-  console.log(
-    `[test] services ready in ${((Date.now() - t0) / 1000).toFixed(1)} s; running jest ${args.slice(1).join(' ')}`,
-  );
-  const res = childProcess.spawnSync(process.execPath, args, {
-    stdio: 'inherit',
-    cwd: path.resolve(__dirname, '..'),
-    env: process.env,
-  });
-  if (res.error) throw res.error;
-  return res.status ?? 1;
+  const extra = process.argv.slice(2);
+  const runJest = (args) => {
+    console.log(`[test] jest ${args.join(' ')}`);
+    const res = childProcess.spawnSync(process.execPath, [jestBin, ...args], {
+      stdio: 'inherit',
+      cwd: path.resolve(__dirname, '..'),
+      env: process.env,
+    });
+    if (res.error) throw res.error;
+    return res.status ?? 1;
+  };
+  console.log(`[test] services ready in ${((Date.now() - t0) / 1000).toFixed(1)} s`);
+  // With arguments, run exactly what was asked; without, everything: the tests that stop or
+  // restart the shared broker run alone, after the others.
+  if (extra.length > 0) return runJest(['--maxWorkers=2', ...extra]);
+  const main = runJest(['--maxWorkers=2', '--selectProjects', 'unit', 'integration']);
+  const isolated = runJest(['--runInBand', '--passWithNoTests', '--selectProjects', 'isolated']);
+  return main !== 0 ? main : isolated;
 }
 
 main().then(
