@@ -18,8 +18,15 @@ export {
   type ProducerStats,
   type TransactionContext,
   type TransactionWork,
+  type TransactOptions,
 } from './producer/TransactionalProducer';
-export type { TransactionalProducerOptions, CheckBackOptions } from './producer/options';
+export type { TransactionalProducerOptions, CheckBackOptions, DeliveryMode } from './producer/options';
+export { OutboxRelay, type RelayStats } from './relay/OutboxRelay';
+export type { OutboxRelayOptions } from './relay/options';
+export { backoffDelay, type BackoffPolicy } from './relay/backoff';
+export { TypeOrmOutboxStore } from './store/typeorm/outboxStore';
+export { OutboxEventEntity, type OutboxEvent, type OutboxStatus } from './store/typeorm/outboxEntities';
+export { CreateOutboxEvent1764633900000 } from './store/typeorm/outboxMigrations';
 export type { TransactEvent, BodyEvent, EnvelopeEvent } from './producer/events';
 export {
   TransactionResolution,
@@ -32,7 +39,17 @@ export {
 export { TxRecordResolver, type TxRecordResolverOptions } from './checkback/TxRecordResolver';
 export type { ResolverScope, CheckBackStats, CheckBackOutcome } from './checkback/CheckBackDispatcher';
 export { TypeOrmTxRecordStore } from './store/typeorm/TypeOrmTxRecordStore';
-export type { TxRecordStore, FenceOutcome, NewTxRecord, TxStatus } from './store/ports';
+export type {
+  TxRecordStore,
+  FenceOutcome,
+  NewTxRecord,
+  TxStatus,
+  OutboxStore,
+  NewOutboxEvent,
+  ClaimedOutboxEvent,
+  ClaimOptions,
+  OutboxInitialStatus,
+} from './store/ports';
 export { TxRecordEntity, rocketMqTxEntities, type TxRecord } from './store/typeorm/entities';
 export { CreateTxRecord1764633600000, rocketMqTxMigrations } from './store/typeorm/migrations';
 export { noopLogger, type Logger } from './util/logger';

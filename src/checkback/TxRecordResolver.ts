@@ -32,7 +32,10 @@ export class TxRecordResolver implements CheckBackResolver {
     if (origin !== this.options.producerGroup) return Promise.resolve(TransactionResolution.UNKNOWN);
     // A forged or malformed TX_ID is never ours: no tombstone, no answer.
     if (!isUuid(txId)) {
-      this.logger.warn({ topic: message.topic, messageId: message.messageId }, 'check-back with a malformed TX_ID');
+      this.logger.warn(
+        { topic: message.topic, messageId: message.messageId },
+        'check-back with a malformed TX_ID',
+      );
       return Promise.resolve(TransactionResolution.UNKNOWN);
     }
     // One fence per txId at a time on this instance: a multi-event transaction is checked once per message.

@@ -1,6 +1,7 @@
 import type { EntityManager, QueryRunner } from 'typeorm';
 import {
   BrokerUnavailableError,
+  InvalidOptionError,
   ProducerNotRunningError,
   RocketMqTxError,
   StoreError,
@@ -11,8 +12,10 @@ import type { BrokerGateway, GatewayConfig, HalfMessage } from '../broker/gatewa
 import { RocketMqGateway } from '../broker/RocketMqGateway';
 import { CheckBackDispatcher, type CheckBackStats } from '../checkback/CheckBackDispatcher';
 import { TxRecordResolver } from '../checkback/TxRecordResolver';
-import type { TxRecordStore } from '../store/ports';
+import { EVENT_ID_PROPERTY, TransactionResolution } from '../checkback/resolution';
+import type { NewOutboxEvent, OutboxInitialStatus, OutboxStore, TxRecordStore } from '../store/ports';
 import { TypeOrmTxRecordStore } from '../store/typeorm/TypeOrmTxRecordStore';
+import { TypeOrmOutboxStore } from '../store/typeorm/outboxStore';
 import { destroyConnection } from '../store/typeorm/dialect';
 import { errorFields, type Logger } from '../util/logger';
 import { uuidv7 } from '../util/uuidv7';
@@ -20,7 +23,9 @@ import { withTimeout } from '../util/time';
 import { ConfirmationBatcher } from './ConfirmationBatcher';
 import { prepareEvents, type PreparedEvent, type TransactEvent } from './events';
 import {
+  resolveDeliveryMode,
   resolveProducerOptions,
+  type DeliveryMode,
   type ResolvedProducerOptions,
   type TransactionalProducerOptions,
 } from './options';
@@ -28,7 +33,9 @@ import {
 export interface TransactResult<T> {
   result: T;
   txId: string;
-  /** Broker message ids, in the order of the events. */
+  /** How the events go out: half messages, or outbox rows for the relay (also after a fallback). */
+  delivery: DeliveryMode;
+  /** Broker message ids of the half messages, in the order of the events; empty in outbox delivery. */
   messageIds: string[];
   /** Event ids (stable across retries and republishes), in the order of the events. */
   eventIds: string[];
@@ -41,6 +48,12 @@ export interface TransactionContext {
   readonly eventIds: readonly string[];
 }
 
+/** Per-call options of transact(). */
+export interface TransactOptions {
+  /** Overrides the producer's `delivery` for this call. */
+  delivery?: DeliveryMode;
+}
+
 export type TransactionWork<T> = (manager: EntityManager, context: TransactionContext) => Promise<T>;
 
 export interface ProducerStats {
@@ -49,6 +62,8 @@ export interface ProducerStats {
   fenced: number;
   outcomeUnknown: number;
   endTransactionFailures: number;
+  /** Transactions committed with their events as NEW outbox rows because the broker was down. */
+  outboxFallbacks: number;
   checkBack: Readonly<CheckBackStats>;
 }
 
@@ -56,6 +71,8 @@ export interface ProducerStats {
 export interface ProducerInternals {
   gateway?: (config: GatewayConfig, logger: Logger) => BrokerGateway;
   store?: TxRecordStore;
+  /** null: write no outbox rows. Default: TypeORM, unless `store` is faked (then none). */
+  outbox?: OutboxStore | null;
 }
 
 type State = 'NEW' | 'STARTING' | 'RUNNING' | 'STOPPING' | 'STOPPED';
@@ -69,7 +86,9 @@ export class TransactionalProducer {
   private readonly gateway: BrokerGateway;
   private readonly store: TxRecordStore;
   private readonly dispatcher: CheckBackDispatcher;
+  private readonly outbox: OutboxStore | undefined;
   private readonly confirmations: ConfirmationBatcher;
+  private readonly eventConfirmations: ConfirmationBatcher;
   private readonly logger: Logger;
   private state: State = 'NEW';
   private inFlight = 0;
@@ -82,6 +101,7 @@ export class TransactionalProducer {
     fenced: 0,
     outcomeUnknown: 0,
     endTransactionFailures: 0,
+    outboxFallbacks: 0,
   };
 
   constructor(options: TransactionalProducerOptions, internals: ProducerInternals = {}) {
@@ -89,6 +109,12 @@ export class TransactionalProducer {
     const o = this.options;
     this.logger = o.logger;
     this.store = internals.store ?? new TypeOrmTxRecordStore(o.dataSource);
+    this.outbox =
+      internals.outbox !== undefined
+        ? (internals.outbox ?? undefined)
+        : internals.store
+          ? undefined
+          : new TypeOrmOutboxStore(o.dataSource);
     this.dispatcher = new CheckBackDispatcher({
       producerGroup: o.producerGroup,
       builtIn: new TxRecordResolver(this.store, {
@@ -112,10 +138,23 @@ export class TransactionalProducer {
       requestTimeoutMs: o.requestTimeoutMs,
       startTimeoutMs: o.startTimeoutMs,
       shutdownTimeoutMs: o.shutdownTimeoutMs,
-      onCheckBack: (message) => this.dispatcher.handle(message),
+      onCheckBack: async (message) => {
+        const answer = await this.dispatcher.handle(message);
+        // A COMMIT answer for our own half message confirms that event (recorded in batches).
+        const eventId = message.properties[EVENT_ID_PROPERTY];
+        if (answer === TransactionResolution.COMMIT && eventId && message.origin === o.producerGroup) {
+          this.eventConfirmations.add(eventId);
+        }
+        return answer;
+      },
     };
     this.gateway = (internals.gateway ?? ((c, l) => new RocketMqGateway(c, l)))(config, o.logger);
     this.confirmations = new ConfirmationBatcher((ids) => this.store.markConfirmed(ids), o.logger);
+    const outbox = this.outbox;
+    this.eventConfirmations = new ConfirmationBatcher(
+      (ids) => (outbox ? outbox.markConfirmed(ids) : Promise.resolve()),
+      o.logger,
+    );
   }
 
   get stats(): ProducerStats {
@@ -168,6 +207,7 @@ export class TransactionalProducer {
   async transact<T>(
     events: TransactEvent | readonly TransactEvent[],
     work: TransactionWork<T>,
+    callOptions: TransactOptions = {},
   ): Promise<TransactResult<T>> {
     if (this.state !== 'RUNNING') {
       throw new ProducerNotRunningError(
@@ -179,11 +219,22 @@ export class TransactionalProducer {
         retriable: false,
       });
     }
+    if (typeof callOptions !== 'object' || callOptions === null) {
+      throw new InvalidOptionError('transact options', callOptions, 'an object { delivery? }');
+    }
+    const delivery = resolveDeliveryMode('delivery', callOptions.delivery, this.options.delivery);
+    if (delivery === 'outbox' && !this.outbox) {
+      throw new InvalidOptionError(
+        'delivery',
+        delivery,
+        '"transactional" (this producer has no outbox store)',
+      );
+    }
     const txId = uuidv7();
     const prepared = prepareEvents(events, txId, this.options);
     this.inFlight++;
     try {
-      return await this.run(txId, prepared, work);
+      return await this.run(txId, prepared, work, delivery);
     } finally {
       this.inFlight--;
       if (this.inFlight === 0 && this.drained) this.drained();
@@ -194,16 +245,34 @@ export class TransactionalProducer {
     txId: string,
     prepared: PreparedEvent[],
     work: TransactionWork<T>,
+    requested: DeliveryMode,
   ): Promise<TransactResult<T>> {
-    const halves = await this.sendHalves(txId, prepared);
-    const local = await this.runLocal(txId, prepared, work);
+    let delivery = requested;
+    let halves: HalfMessage[] = [];
+    if (delivery === 'transactional') {
+      try {
+        halves = await this.sendHalves(txId, prepared);
+      } catch (err) {
+        if (!(err instanceof BrokerUnavailableError && this.options.outboxFallback && this.outbox)) throw err;
+        // Documented trade-off: the business commits now; delivery waits for the relay.
+        this.logger.warn({ ...errorFields(err), txId }, 'half message failed; falling back to the outbox');
+        this.counters.outboxFallbacks++;
+        delivery = 'outbox';
+      }
+    }
+    const local = await this.runLocal(txId, prepared, work, delivery === 'outbox' ? 'NEW' : 'IN_FLIGHT');
     // The connection is back in the pool before any broker round trip.
     if (local.kind === 'committed') {
       this.counters.committed++;
-      if (await this.endAll(txId, halves, true)) this.confirmations.add(txId);
+      if (halves.length > 0) {
+        const acked = await this.endAll(txId, halves, true);
+        acked.forEach((ok, i) => ok && this.eventConfirmations.add(prepared[i]!.eventId));
+        if (acked.every(Boolean)) this.confirmations.add(txId);
+      }
       return {
         result: local.result,
         txId,
+        delivery,
         messageIds: halves.map((h) => h.messageId),
         eventIds: prepared.map((p) => p.eventId),
       };
@@ -217,6 +286,7 @@ export class TransactionalProducer {
     txId: string,
     prepared: PreparedEvent[],
     work: TransactionWork<T>,
+    outboxStatus: OutboxInitialStatus,
   ): Promise<{ kind: 'committed'; result: T } | { kind: 'rolled-back' | 'ambiguous'; error: unknown }> {
     const queryRunner = this.options.dataSource.createQueryRunner();
     try {
@@ -245,6 +315,20 @@ export class TransactionalProducer {
         await this.abandonLocal(queryRunner, txId);
         this.counters.fenced++;
         return { kind: 'rolled-back', error: new TransactionFencedError(txId) };
+      }
+      if (this.outbox) {
+        try {
+          await this.outbox.insertEvents(queryRunner.manager, outboxRows(txId, prepared, outboxStatus));
+        } catch (err) {
+          await this.abandonLocal(queryRunner, txId);
+          return {
+            kind: 'rolled-back',
+            error:
+              err instanceof RocketMqTxError
+                ? err
+                : new StoreError(`could not insert outbox_event rows of ${txId}`, err),
+          };
+        }
       }
       let result: T;
       try {
@@ -282,13 +366,11 @@ export class TransactionalProducer {
     throw new BrokerUnavailableError(`half message for transaction ${txId} was not accepted`, err);
   }
 
-  /** Best effort; returns whether every EndTransaction was acknowledged. Never throws. */
-  private async endAll(txId: string, halves: HalfMessage[], commit: boolean): Promise<boolean> {
+  /** Best effort; returns, per half message, whether its EndTransaction was acknowledged. Never throws. */
+  private async endAll(txId: string, halves: HalfMessage[], commit: boolean): Promise<boolean[]> {
     const results = await Promise.allSettled(halves.map((h) => this.gateway.endTransaction(h, commit)));
-    let ok = true;
     for (const r of results) {
       if (r.status === 'rejected') {
-        ok = false;
         this.counters.endTransactionFailures++;
         this.logger.warn(
           { ...errorFields(r.reason), txId, commit },
@@ -296,7 +378,7 @@ export class TransactionalProducer {
         );
       }
     }
-    return ok;
+    return results.map((r) => r.status === 'fulfilled');
   }
 
   /**
@@ -345,7 +427,33 @@ export class TransactionalProducer {
       );
     }
     await this.confirmations.flush();
+    await this.eventConfirmations.flush();
     if (wasStarted) await this.gateway.shutdown();
     this.state = 'STOPPED';
   }
+}
+
+/** The snapshot of each event, as the relay needs it to rebuild the exact message. */
+function outboxRows(txId: string, prepared: PreparedEvent[], status: OutboxInitialStatus): NewOutboxEvent[] {
+  return prepared.map(({ eventId, message, envelope }) => ({
+    eventId,
+    txId,
+    topic: message.topic,
+    ...(message.tag !== undefined ? { tag: message.tag } : {}),
+    keys: message.keys,
+    properties: message.properties,
+    body: message.body,
+    ...(envelope
+      ? {
+          aggregateType: envelope.aggregateType,
+          aggregateId: envelope.aggregateId,
+          aggregateVersion: envelope.aggregateVersion,
+          eventType: envelope.eventType,
+          eventVersion: envelope.eventVersion,
+          occurredAt: new Date(envelope.occurredAt),
+          ...(envelope.traceId ? { traceId: envelope.traceId } : {}),
+        }
+      : {}),
+    status,
+  }));
 }

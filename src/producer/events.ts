@@ -50,6 +50,8 @@ export type TransactEvent = BodyEvent | EnvelopeEvent;
 export interface PreparedEvent {
   eventId: string;
   message: OutgoingMessage;
+  /** The validated snapshot, for envelope events (its aggregate columns go to outbox_event). */
+  envelope?: Envelope;
 }
 
 export const MAX_EVENTS_PER_TRANSACTION = 64;
@@ -132,6 +134,7 @@ function prepareOne(raw: unknown, path: string, txId: string, rules: EventRules)
   }
   return {
     eventId,
+    ...(envelope ? { envelope } : {}),
     message: {
       topic,
       ...(tag !== undefined ? { tag } : {}),

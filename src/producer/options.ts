@@ -29,6 +29,13 @@ export interface CheckBackOptions {
   onResolved?: (outcome: CheckBackOutcome) => void;
 }
 
+/**
+ * How a transaction's events reach the broker.
+ * - `transactional`: a half message per event, committed after the local COMMIT (row IN_FLIGHT).
+ * - `outbox`: no half message; the row is NEW and the OutboxRelay delivers it.
+ */
+export type DeliveryMode = 'transactional' | 'outbox';
+
 export interface TransactionalProducerOptions {
   /** RocketMQ 5 proxy gRPC endpoints: "host:port" or "host1:port;host2:port". */
   endpoints: string;
@@ -50,6 +57,13 @@ export interface TransactionalProducerOptions {
   shutdownTimeoutMs?: number;
   /** Largest message body accepted. Default and maximum 4 MiB (the proxy's maxMessageSize). */
   maxMessageBytes?: number;
+  /** Default delivery mode of transact(); each call may override it. Default 'transactional'. */
+  delivery?: DeliveryMode;
+  /**
+   * When a half message cannot be sent (broker down), commit anyway with the events as NEW rows
+   * for the OutboxRelay. Default false: the caller gets BrokerUnavailableError and nothing commits.
+   */
+  outboxFallback?: boolean;
   logger?: Logger;
 }
 
@@ -69,6 +83,8 @@ export interface ResolvedProducerOptions {
   startTimeoutMs: number;
   shutdownTimeoutMs: number;
   maxMessageBytes: number;
+  delivery: DeliveryMode;
+  outboxFallback: boolean;
   logger: Logger;
 }
 
@@ -85,6 +101,8 @@ const KNOWN = [
   'startTimeoutMs',
   'shutdownTimeoutMs',
   'maxMessageBytes',
+  'delivery',
+  'outboxFallback',
   'logger',
 ] as const;
 const CHECK_BACK_KNOWN = [
@@ -186,8 +204,18 @@ export function resolveProducerOptions(input: unknown): ResolvedProducerOptions 
       1,
       MAX_MESSAGE_BYTES,
     ),
+    delivery: resolveDeliveryMode('delivery', o.delivery, 'transactional'),
+    outboxFallback: optionalBoolean('outboxFallback', o.outboxFallback, false),
     logger,
   };
+}
+
+export function resolveDeliveryMode(option: string, value: unknown, fallback: DeliveryMode): DeliveryMode {
+  if (value === undefined) return fallback;
+  if (value !== 'transactional' && value !== 'outbox') {
+    throw new InvalidOptionError(option, value, '"transactional" or "outbox"');
+  }
+  return value;
 }
 
 function invalidSecret(): never {

@@ -33,3 +33,69 @@ export interface TxRecordStore {
   /** Marks transactions whose broker commit was acknowledged (EndTransaction or check-back). */
   markConfirmed(txIds: readonly string[]): Promise<void>;
 }
+
+/** How an event row starts: IN_FLIGHT (a half message carries it) or NEW (the relay sends it). */
+export type OutboxInitialStatus = 'IN_FLIGHT' | 'NEW';
+
+/** One event as the outbox stores it: enough to rebuild the exact message. */
+export interface NewOutboxEvent {
+  eventId: string;
+  txId: string;
+  topic: string;
+  tag?: string;
+  keys: readonly string[];
+  properties: Readonly<Record<string, string>>;
+  body: Buffer;
+  aggregateType?: string;
+  aggregateId?: string;
+  aggregateVersion?: number;
+  eventType?: string;
+  eventVersion?: number;
+  occurredAt?: Date;
+  traceId?: string;
+  status: OutboxInitialStatus;
+}
+
+/** A row the relay holds a lease on. */
+export interface ClaimedOutboxEvent {
+  eventId: string;
+  txId: string;
+  topic: string;
+  tag?: string;
+  keys: string[];
+  properties: Record<string, string>;
+  body: Buffer;
+  aggregateId?: string;
+  attempts: number;
+}
+
+export interface ClaimOptions {
+  limit: number;
+  leaseMs: number;
+  owner: string;
+  /** Only rows of these topics (a relay handles the topics it was given). */
+  topics: readonly string[];
+}
+
+/** The outbox table, as the producer and the relay need it. */
+export interface OutboxStore {
+  /** One multi-row INSERT inside the producer's local transaction, right after tx_record. */
+  insertEvents(manager: EntityManager, events: readonly NewOutboxEvent[]): Promise<void>;
+  /** Marks events whose half message the broker committed (EndTransaction or check-back). */
+  markConfirmed(eventIds: readonly string[]): Promise<void>;
+  /**
+   * Short transaction: takes up to `limit` due NEW rows with FOR UPDATE SKIP LOCKED and leases
+   * them (next_attempt_at = lease end, so an expired lease is due again).
+   */
+  claim(options: ClaimOptions): Promise<ClaimedOutboxEvent[]>;
+  markSent(eventId: string, owner: string): Promise<void>;
+  /** Records a failed send: back to NEW after `retryInMs`, or DEAD when `dead`. */
+  markFailed(eventId: string, owner: string, error: string, retryInMs: number, dead: boolean): Promise<void>;
+  /**
+   * Discard reconciliation: IN_FLIGHT rows older than `horizonMs` whose tx_record is COMMITTED
+   * become NEW, so the relay republishes them with the same eventId. Returns how many.
+   */
+  promoteUnconfirmed(horizonMs: number, limit: number, topics: readonly string[]): Promise<number>;
+  /** DEAD rows (all, or the given ones) back to NEW with attempts reset. Returns how many. */
+  replayDead(eventIds?: readonly string[]): Promise<number>;
+}

@@ -16,10 +16,13 @@ export function makeProducer(
   dataSource: DataSource,
   options: Partial<TransactionalProducerOptions> & { topics: string[]; producerGroup: string },
   interceptors: Interceptors = {},
+  internals: { withoutOutbox?: boolean } = {},
 ): TransactionalProducer {
   return new TransactionalProducer(
     { endpoints: ENDPOINTS, dataSource, startTimeoutMs: 30_000, ...options },
     {
+      // withoutOutbox: a publisher that writes no outbox rows (to re-send an eventId on purpose).
+      ...(internals.withoutOutbox ? { outbox: null } : {}),
       gateway: (config, logger) => {
         const real = new RocketMqGateway(config, logger);
         const wrapped: BrokerGateway = {

@@ -131,6 +131,21 @@ describe('TransactionalProducer against the real broker and MariaDB', () => {
       expect(await txRecord(ds, txIdSeen!)).toBeUndefined();
     });
 
+    it('an eventId published twice: the second transact is refused, its business change rolled back', async () => {
+      const eventId = uuidv7();
+      await producer.transact({ topic: TOPIC, body: 'once', eventId }, async () => undefined);
+      const id = `order-${uuidv7()}`;
+      const err = await producer
+        .transact({ topic: TOPIC, body: 'twice', eventId }, async (m) => {
+          await m.query('INSERT INTO test_order (id) VALUES (?)', [id]);
+        })
+        .catch((e: unknown) => e);
+      expect(err).toBeInstanceOf(InvalidMessageError);
+      expect((err as InvalidMessageError).path).toBe('events');
+      expect((err as Error).message).toContain(eventId);
+      expect(await orderExists(ds, id)).toBe(false);
+    });
+
     it('bad messages: typed errors, nothing written to the database', async () => {
       const before = { tx: await countRows(ds, 'tx_record'), orders: await countRows(ds, 'test_order') };
       const work = jest.fn(async () => undefined);

@@ -1,5 +1,6 @@
 import { EntitySchema } from 'typeorm';
 import { consumerEntities } from './consumerEntities';
+import { OutboxEventEntity } from './outboxEntities';
 
 /** A row of `tx_record`, the check-back fence. Timestamps come from the database clock. */
 export interface TxRecord {
@@ -30,4 +31,4 @@ export const TxRecordEntity = new EntitySchema<TxRecord>({
 });
 
 /** Add these to your DataSource's `entities`. */
-export const rocketMqTxEntities = [TxRecordEntity, ...consumerEntities];
+export const rocketMqTxEntities = [TxRecordEntity, ...consumerEntities, OutboxEventEntity];

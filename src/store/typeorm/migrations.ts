@@ -1,5 +1,6 @@
 import { Table, type MigrationInterface, type QueryRunner } from 'typeorm';
 import { consumerMigrations } from './consumerMigrations';
+import { CreateOutboxEvent1764633900000 } from './outboxMigrations';
 
 function isPostgres(queryRunner: QueryRunner): boolean {
   return queryRunner.connection.options.type === 'postgres';
@@ -40,4 +41,8 @@ export class CreateTxRecord1764633600000 implements MigrationInterface {
 }
 
 /** Add these to your DataSource's `migrations` (or run them with `dataSource.runMigrations()`). */
-export const rocketMqTxMigrations = [CreateTxRecord1764633600000, ...consumerMigrations];
+export const rocketMqTxMigrations = [
+  CreateTxRecord1764633600000,
+  ...consumerMigrations,
+  CreateOutboxEvent1764633900000,
+];

@@ -1,0 +1,243 @@
+import { ProducerNotRunningError, StoreError } from '../errors';
+import type { BrokerGateway, GatewayConfig, OutgoingMessage } from '../broker/gateway';
+import { RocketMqGateway } from '../broker/RocketMqGateway';
+import type { ClaimedOutboxEvent, OutboxStore } from '../store/ports';
+import { TypeOrmOutboxStore } from '../store/typeorm/outboxStore';
+import { errorFields, type Logger } from '../util/logger';
+import { withTimeout } from '../util/time';
+import { backoffDelay } from './backoff';
+import { resolveRelayOptions, type OutboxRelayOptions, type ResolvedRelayOptions } from './options';
+
+export interface RelayStats {
+  /** Rows leased by this relay. */
+  claimed: number;
+  /** Rows delivered and marked SENT. */
+  sent: number;
+  /** Sends that failed and were rescheduled. */
+  failed: number;
+  /** Rows that reached maxAttempts and became DEAD. */
+  dead: number;
+  /** IN_FLIGHT rows whose broker commit was never confirmed, queued for republishing. */
+  republished: number;
+  /** Database errors of the relay itself (claim, mark, reconcile). */
+  storeErrors: number;
+}
+
+/** @internal Seams for tests: a fake or wrapped broker and store. */
+export interface RelayInternals {
+  gateway?: (config: GatewayConfig, logger: Logger) => BrokerGateway;
+  store?: OutboxStore;
+  random?: () => number;
+}
+
+type State = 'NEW' | 'RUNNING' | 'STOPPING' | 'STOPPED';
+
+/**
+ * Delivers outbox_event rows: claims due NEW rows in short SKIP LOCKED transactions under a
+ * lease, sends them outside any transaction, marks them SENT; retries with capped exponential
+ * backoff and ends in DEAD past maxAttempts. Any number of relays may run against one table.
+ */
+export class OutboxRelay {
+  readonly stats: RelayStats = { claimed: 0, sent: 0, failed: 0, dead: 0, republished: 0, storeErrors: 0 };
+  private readonly options: ResolvedRelayOptions;
+  private readonly gateway: BrokerGateway;
+  private readonly store: OutboxStore;
+  private readonly logger: Logger;
+  private readonly random: () => number;
+  private state: State = 'NEW';
+  private loop: Promise<void> = Promise.resolve();
+  private wake: (() => void) | undefined;
+  private lastReconcile = 0;
+
+  constructor(options: OutboxRelayOptions, internals: RelayInternals = {}) {
+    this.options = resolveRelayOptions(options);
+    const o = this.options;
+    this.logger = o.logger;
+    this.random = internals.random ?? Math.random;
+    this.store = internals.store ?? new TypeOrmOutboxStore(o.dataSource);
+    const config: GatewayConfig = {
+      endpoints: o.endpoints,
+      namespace: o.namespace,
+      topics: o.topics,
+      ...(o.credentials ? { credentials: o.credentials } : {}),
+      sslEnabled: o.sslEnabled,
+      requestTimeoutMs: o.requestTimeoutMs,
+      startTimeoutMs: o.startTimeoutMs,
+      shutdownTimeoutMs: o.shutdownTimeoutMs,
+      // No onCheckBack: the relay answers nothing, so the broker asks a producer (the fence owner).
+    };
+    this.gateway = (internals.gateway ?? ((c, l) => new RocketMqGateway(c, l)))(config, o.logger);
+  }
+
+  get relayId(): string {
+    return this.options.relayId;
+  }
+
+  /** Connects to the proxy and starts polling. */
+  async start(): Promise<void> {
+    if (this.state !== 'NEW') throw new ProducerNotRunningError(`OutboxRelay is ${this.state.toLowerCase()}`);
+    if (!this.options.dataSource.isInitialized) {
+      throw new StoreError(
+        'options.dataSource is not initialized: call dataSource.initialize() first',
+        undefined,
+        false,
+      );
+    }
+    await this.gateway.start();
+    this.state = 'RUNNING';
+    this.loop = this.run();
+    this.logger.info({ relayId: this.options.relayId }, 'outbox relay started');
+  }
+
+  /**
+   * One claim-send-mark round; resolves with the number of rows claimed. Used by the polling
+   * loop, and callable directly (e.g. from a job) on a started relay.
+   */
+  async runOnce(): Promise<number> {
+    const o = this.options;
+    let rows: ClaimedOutboxEvent[];
+    try {
+      rows = await this.store.claim({
+        limit: o.batchSize,
+        leaseMs: o.leaseMs,
+        owner: o.relayId,
+        topics: o.topics,
+      });
+    } catch (err) {
+      this.stats.storeErrors++;
+      this.logger.warn(errorFields(err), 'outbox claim failed; retrying at the next poll');
+      return 0;
+    }
+    this.stats.claimed += rows.length;
+    await Promise.all(rows.map((row) => this.deliver(row)));
+    return rows.length;
+  }
+
+  /**
+   * Discard reconciliation, once: queues IN_FLIGHT rows past discardHorizonMs whose transaction
+   * committed for republishing (same eventId). Resolves with how many were queued.
+   */
+  async reconcileDiscarded(): Promise<number> {
+    try {
+      const { discardHorizonMs, batchSize, topics } = this.options;
+      const n = await this.store.promoteUnconfirmed(discardHorizonMs, batchSize, topics);
+      if (n > 0) {
+        this.stats.republished += n;
+        this.logger.warn({ count: n }, 'republishing events whose broker commit was never confirmed');
+      }
+      return n;
+    } catch (err) {
+      this.stats.storeErrors++;
+      this.logger.warn(errorFields(err), 'discard reconciliation failed; retrying later');
+      return 0;
+    }
+  }
+
+  /** DEAD rows (all, or the given event ids) go back to NEW with attempts reset. */
+  replayDead(eventIds?: readonly string[]): Promise<number> {
+    return this.store.replayDead(eventIds);
+  }
+
+  /** Stops polling, waits for the current round (bounded by shutdownTimeoutMs), closes the client. */
+  async shutdown(): Promise<void> {
+    if (this.state === 'STOPPED' || this.state === 'STOPPING') return;
+    const wasRunning = this.state === 'RUNNING';
+    this.state = 'STOPPING';
+    this.wake?.();
+    await withTimeout(
+      this.loop,
+      this.options.shutdownTimeoutMs,
+      () => new Error('relay drain timeout'),
+    ).catch(() => this.logger.warn({}, 'relay round did not finish in time; its leases will expire'));
+    if (wasRunning) await this.gateway.shutdown();
+    this.state = 'STOPPED';
+  }
+
+  private async run(): Promise<void> {
+    const o = this.options;
+    while (this.state === 'RUNNING') {
+      if (o.reconcileDiscarded && Date.now() - this.lastReconcile >= o.reconcileIntervalMs) {
+        this.lastReconcile = Date.now();
+        await this.reconcileDiscarded();
+      }
+      const claimed = await this.runOnce();
+      if (claimed < o.batchSize && this.state === 'RUNNING') await this.sleep(o.pollIntervalMs);
+    }
+  }
+
+  private sleep(ms: number): Promise<void> {
+    return new Promise((resolve) => {
+      const timer = setTimeout(done, ms);
+      timer.unref();
+      function done(): void {
+        clearTimeout(timer);
+        resolve();
+      }
+      this.wake = done;
+    });
+  }
+
+  private async deliver(row: ClaimedOutboxEvent): Promise<void> {
+    const o = this.options;
+    try {
+      // The client can hang on a send while the proxy restarts; a late success is a same-eventId duplicate.
+      const limit = o.requestTimeoutMs * 3;
+      await withTimeout(this.send(row), limit, () => new Error(`send did not finish within ${limit} ms`));
+    } catch (err) {
+      const attempts = row.attempts + 1;
+      const dead = attempts >= o.maxAttempts;
+      const error = err instanceof Error ? `${err.name}: ${err.message}` : String(err);
+      if (dead) this.stats.dead++;
+      else this.stats.failed++;
+      this.logger[dead ? 'error' : 'warn'](
+        { ...errorFields(err), eventId: row.eventId, attempts },
+        dead ? 'outbox event is DEAD after maxAttempts' : 'outbox send failed; retrying with backoff',
+      );
+      await this.mark(() =>
+        this.store.markFailed(
+          row.eventId,
+          o.relayId,
+          error,
+          backoffDelay(row.attempts, o.backoff, this.random),
+          dead,
+        ),
+      );
+      return;
+    }
+    this.stats.sent++;
+    await this.mark(() => this.store.markSent(row.eventId, o.relayId));
+  }
+
+  /** A lost mark is safe: the lease expires and the row is sent again with the same eventId. */
+  private async mark(write: () => Promise<void>): Promise<void> {
+    try {
+      await write();
+    } catch (err) {
+      this.stats.storeErrors++;
+      this.logger.warn(errorFields(err), 'could not record an outbox outcome; the lease will expire');
+    }
+  }
+
+  private async send(row: ClaimedOutboxEvent): Promise<void> {
+    const message = this.messageOf(row);
+    if (!this.options.transactionTopics.has(row.topic)) {
+      await this.gateway.send(message);
+      return;
+    }
+    // A TRANSACTION topic takes no normal message: half + immediate commit keeps the type valid.
+    // A lost commit is resolved by the producers' fence (TX_ID is a committed tx_record).
+    const half = await this.gateway.sendHalf(message);
+    await this.gateway.endTransaction(half, true);
+  }
+
+  private messageOf(row: ClaimedOutboxEvent): OutgoingMessage {
+    return {
+      topic: row.topic,
+      ...(row.tag !== undefined ? { tag: row.tag } : {}),
+      keys: row.keys,
+      properties: row.properties,
+      body: row.body,
+      ...(this.options.fifoTopics.has(row.topic) ? { messageGroup: row.aggregateId ?? row.txId } : {}),
+    };
+  }
+}

@@ -1,0 +1,229 @@
+import type { DataSource, EntityManager } from 'typeorm';
+import { InvalidOptionError, OutboxRelay, TransactionalProducer } from '../../src';
+import type { ClaimedOutboxEvent, ClaimOptions, NewOutboxEvent, OutboxStore } from '../../src/store/ports';
+import { FakeGateway, FakeStore, Journal, fakeDataSource } from './fakes/fakes';
+
+/** An in-memory outbox: claim takes due NEW rows, in order, as the SQL does. */
+class FakeOutboxStore implements OutboxStore {
+  rows = new Map<string, NewOutboxEvent & { attempts: number; lastError?: string; dueAt: number }>();
+  statuses = new Map<string, string>();
+  now = 0;
+  async insertEvents(_m: EntityManager, events: readonly NewOutboxEvent[]): Promise<void> {
+    for (const e of events) {
+      this.rows.set(e.eventId, { ...e, attempts: 0, dueAt: this.now });
+      this.statuses.set(e.eventId, e.status);
+    }
+  }
+  async markConfirmed(ids: readonly string[]): Promise<void> {
+    for (const id of ids) if (this.statuses.get(id) !== 'DEAD') this.statuses.set(id, 'SENT');
+  }
+  async claim({ limit, leaseMs }: ClaimOptions): Promise<ClaimedOutboxEvent[]> {
+    const due = [...this.rows.values()].filter(
+      (r) => this.statuses.get(r.eventId) === 'NEW' && r.dueAt <= this.now,
+    );
+    return due.slice(0, limit).map((r) => {
+      r.dueAt = this.now + leaseMs;
+      return {
+        eventId: r.eventId,
+        txId: r.txId,
+        topic: r.topic,
+        keys: [...r.keys],
+        properties: { ...r.properties },
+        body: r.body,
+        ...(r.aggregateId ? { aggregateId: r.aggregateId } : {}),
+        attempts: r.attempts,
+      };
+    });
+  }
+  async markSent(id: string): Promise<void> {
+    this.statuses.set(id, 'SENT');
+  }
+  async markFailed(id: string, _o: string, error: string, retryInMs: number, dead: boolean): Promise<void> {
+    const r = this.rows.get(id)!;
+    r.attempts++;
+    r.lastError = error;
+    r.dueAt = this.now + retryInMs;
+    this.statuses.set(id, dead ? 'DEAD' : 'NEW');
+  }
+  async promoteUnconfirmed(): Promise<number> {
+    return 0;
+  }
+  async replayDead(): Promise<number> {
+    let n = 0;
+    for (const [id, s] of this.statuses) {
+      if (s === 'DEAD') {
+        this.statuses.set(id, 'NEW');
+        this.rows.get(id)!.attempts = 0;
+        n++;
+      }
+    }
+    return n;
+  }
+}
+
+const relayDs = {
+  isInitialized: true,
+  options: { type: 'mysql' },
+  transaction: () => undefined,
+} as unknown as DataSource;
+
+function row(eventId: string, topic: string, extra: Partial<NewOutboxEvent> = {}): NewOutboxEvent {
+  return {
+    eventId,
+    txId: 'tx-1',
+    topic,
+    keys: [eventId],
+    properties: { EVENT_ID: eventId, TX_ID: 'tx-1' },
+    body: Buffer.from('{}'),
+    status: 'NEW',
+    ...extra,
+  };
+}
+
+function relayWith(store: FakeOutboxStore, gateway: FakeGateway, extra: Record<string, unknown> = {}) {
+  return new OutboxRelay(
+    {
+      endpoints: '127.0.0.1:8081',
+      dataSource: relayDs,
+      topics: ['normal', 'tx', 'fifo'],
+      transactionTopics: ['tx'],
+      fifoTopics: ['fifo'],
+      ...extra,
+    },
+    { store, gateway: () => gateway, random: () => 0 },
+  );
+}
+
+describe('OutboxRelay (fakes)', () => {
+  it('sends a normal topic plainly, a TRANSACTION topic as half + immediate commit, FIFO with messageGroup = aggregateId', async () => {
+    const store = new FakeOutboxStore();
+    const gateway = new FakeGateway(new Journal());
+    await store.insertEvents({} as EntityManager, [
+      row('e1', 'normal'),
+      row('e2', 'tx'),
+      row('e3', 'fifo', { aggregateId: 'order-7' }),
+    ]);
+    const relay = relayWith(store, gateway);
+    expect(await relay.runOnce()).toBe(3);
+    expect(gateway.ended).toEqual([{ messageId: 'm0', commit: true }]);
+    const fifo = gateway.sent.find((m) => m.topic === 'fifo')!;
+    expect(fifo.messageGroup).toBe('order-7');
+    expect(gateway.sent.find((m) => m.topic === 'normal')!.messageGroup).toBeUndefined();
+    expect([...store.statuses.values()]).toEqual(['SENT', 'SENT', 'SENT']);
+    expect(relay.stats).toMatchObject({ claimed: 3, sent: 3, dead: 0 });
+  });
+
+  it('retries a poison event with backoff and ends it DEAD with its last error after maxAttempts, never SENT', async () => {
+    const store = new FakeOutboxStore();
+    const gateway = new FakeGateway(new Journal());
+    gateway.send = () => Promise.reject(new Error('topic refused'));
+    await store.insertEvents({} as EntityManager, [row('p1', 'normal')]);
+    const relay = relayWith(store, gateway, {
+      maxAttempts: 3,
+      backoff: { baseMs: 10, maxDelayMs: 1000, jitterMs: 0 },
+    });
+    const delays: number[] = [];
+    for (let i = 0; i < 3; i++) {
+      store.now += 10_000;
+      expect(await relay.runOnce()).toBe(1);
+      delays.push(store.rows.get('p1')!.dueAt - store.now);
+    }
+    store.now += 10_000;
+    expect(await relay.runOnce()).toBe(0);
+    expect(store.statuses.get('p1')).toBe('DEAD');
+    expect(store.rows.get('p1')).toMatchObject({ attempts: 3, lastError: 'Error: topic refused' });
+    expect(delays.slice(0, 2)).toEqual([10, 20]);
+    expect(relay.stats).toMatchObject({ failed: 2, dead: 1, sent: 0 });
+    expect(await relay.replayDead()).toBe(1);
+    expect(store.statuses.get('p1')).toBe('NEW');
+  });
+
+  it('validates its options, naming the option', () => {
+    const store = new FakeOutboxStore();
+    const gateway = new FakeGateway(new Journal());
+    expect(() => relayWith(store, gateway, { batchSize: 0 })).toThrow(InvalidOptionError);
+    expect(() => relayWith(store, gateway, { fifoTopics: ['elsewhere'] })).toThrow(/fifoTopics\[0\]/);
+    expect(() => relayWith(store, gateway, { backoff: { baseMs: 10, maxDelayMs: 5 } })).toThrow(
+      /backoff.maxDelayMs/,
+    );
+    expect(() => relayWith(store, gateway, { leaseMS: 10 })).toThrow(/options.leaseMS/);
+  });
+});
+
+describe('TransactionalProducer outbox rows (fakes)', () => {
+  async function producerWith(extra: Record<string, unknown> = {}) {
+    const journal = new Journal();
+    const gateway = new FakeGateway(journal);
+    const outbox = new FakeOutboxStore();
+    const producer = new TransactionalProducer(
+      {
+        endpoints: '127.0.0.1:8081',
+        dataSource: fakeDataSource(journal),
+        producerGroup: 'g',
+        topics: ['t'],
+        ...extra,
+      },
+      { gateway: () => gateway, store: new FakeStore(journal), outbox },
+    );
+    await producer.start();
+    return { producer, gateway, outbox };
+  }
+
+  it('transactional delivery writes IN_FLIGHT rows and marks them SENT once EndTransaction is acknowledged', async () => {
+    const { producer, gateway, outbox } = await producerWith();
+    const r = await producer.transact(
+      [
+        { topic: 't', body: 'a' },
+        { topic: 't', body: 'b' },
+      ],
+      async () => 1,
+    );
+    expect(r.delivery).toBe('transactional');
+    expect(gateway.ended).toHaveLength(2);
+    expect(r.eventIds.map((id) => outbox.rows.get(id)!.status)).toEqual(['IN_FLIGHT', 'IN_FLIGHT']);
+    await producer.shutdown();
+    expect(r.eventIds.map((id) => outbox.statuses.get(id))).toEqual(['SENT', 'SENT']);
+  });
+
+  it('outbox delivery (per call) sends no half message and writes NEW rows with the exact message', async () => {
+    const { producer, gateway, outbox } = await producerWith();
+    const r = await producer.transact({ topic: 't', tag: 'x', body: { n: 1 } }, async () => 1, {
+      delivery: 'outbox',
+    });
+    expect(gateway.sent).toHaveLength(0);
+    expect(r).toMatchObject({ delivery: 'outbox', messageIds: [] });
+    const stored = outbox.rows.get(r.eventIds[0]!)!;
+    expect(stored).toMatchObject({ status: 'NEW', topic: 't', tag: 'x', keys: [r.eventIds[0]] });
+    expect(stored.properties).toMatchObject({ TX_ID: r.txId, EVENT_ID: r.eventIds[0], TX_ORIGIN: 'g' });
+    expect(stored.body.toString()).toBe('{"n":1}');
+    await producer.shutdown();
+  });
+
+  it('with outboxFallback, a broker outage commits the events as NEW rows instead of failing', async () => {
+    const { producer, gateway, outbox } = await producerWith({ outboxFallback: true });
+    gateway.failSendAt = 0;
+    const r = await producer.transact({ topic: 't', body: 'a' }, async () => 1);
+    expect(r.delivery).toBe('outbox');
+    expect(outbox.rows.get(r.eventIds[0]!)!.status).toBe('NEW');
+    expect(producer.stats.outboxFallbacks).toBe(1);
+    await producer.shutdown();
+  });
+
+  it('rejects an unknown delivery mode, naming the option', async () => {
+    const { producer } = await producerWith();
+    await expect(
+      producer.transact({ topic: 't', body: 'a' }, async () => 1, { delivery: 'later' as never }),
+    ).rejects.toThrow(/Invalid option delivery/);
+    expect(
+      () =>
+        new TransactionalProducer({
+          endpoints: '127.0.0.1:8081',
+          dataSource: fakeDataSource(new Journal()),
+          producerGroup: 'g',
+          topics: ['t'],
+          delivery: 'x' as never,
+        }),
+    ).toThrow(InvalidOptionError);
+    await producer.shutdown();
+  });
+});
