@@ -1,6 +1,14 @@
 import type { DataSource } from 'typeorm';
+import {
+  optionalCredentials,
+  requireDataSource,
+  requireEndpoints,
+  RESOURCE_NAME_RE,
+  RESOURCE_NAME_RULE,
+  requireResourceName,
+} from '../util/clientOptions';
 import { InvalidOptionError } from '../errors';
-import { RESOURCE_NAME_RE } from '../producer/options';
+
 import { noopLogger, type Logger } from '../util/logger';
 import {
   optionalBoolean,
@@ -118,28 +126,12 @@ const KNOWN = [
   'logger',
 ] as const;
 
-const ENDPOINTS_RE = /^[A-Za-z0-9.-]+(:\d{1,5})?(;[A-Za-z0-9.-]+(:\d{1,5})?)*$/;
-const NAME_RULE = 'a name of 1-127 letters, digits, "_", "-" or "%"';
-
 export function resolveConsumerOptions(input: unknown): ResolvedConsumerOptions {
   const o = requireObject('options', input);
   rejectUnknownKeys('options', o, KNOWN);
-  const endpoints = requireString('endpoints', o.endpoints, {
-    pattern: ENDPOINTS_RE,
-    describe: '"host:port" or "host1:port;host2:port"',
-  });
-  const dataSource = o.dataSource as DataSource | undefined;
-  if (
-    typeof dataSource !== 'object' ||
-    dataSource === null ||
-    typeof dataSource.createQueryRunner !== 'function'
-  ) {
-    throw new InvalidOptionError('dataSource', dataSource, 'a TypeORM DataSource');
-  }
-  const consumerGroup = requireString('consumerGroup', o.consumerGroup, {
-    pattern: RESOURCE_NAME_RE,
-    describe: NAME_RULE,
-  });
+  const endpoints = requireEndpoints(o.endpoints);
+  const dataSource = requireDataSource(o.dataSource);
+  const consumerGroup = requireResourceName('consumerGroup', o.consumerGroup);
   const subscriptions = resolveSubscriptions(o.subscriptions);
   const registry = new HandlerRegistry(o.handlers, o.upcasters);
   const gapPolicy = o.gapPolicy ?? 'hold';
@@ -157,18 +149,7 @@ export function resolveConsumerOptions(input: unknown): ResolvedConsumerOptions 
   if (o.onOutcome !== undefined && typeof o.onOutcome !== 'function') {
     throw new InvalidOptionError('onOutcome', o.onOutcome, 'a function');
   }
-  let credentials: { accessKey: string; accessSecret: string } | undefined;
-  if (o.credentials !== undefined) {
-    const c = requireObject('credentials', o.credentials);
-    rejectUnknownKeys('credentials', c, ['accessKey', 'accessSecret']);
-    if (typeof c.accessSecret !== 'string' || c.accessSecret.length === 0) {
-      throw new InvalidOptionError('credentials.accessSecret', '(hidden)', 'a non-empty string');
-    }
-    credentials = {
-      accessKey: requireString('credentials.accessKey', c.accessKey),
-      accessSecret: c.accessSecret,
-    };
-  }
+  const credentials = optionalCredentials(o.credentials);
   const logger =
     optionalFunctionsOf<Logger>('logger', o.logger, ['debug', 'info', 'warn', 'error']) ?? noopLogger;
   return {
@@ -216,7 +197,7 @@ function resolveSubscriptions(value: unknown): ReadonlyMap<string, string> {
     if (typeof s !== 'string') rejectUnknownKeys(path, sub, ['topic', 'tag']);
     const topic = requireString(typeof s === 'string' ? path : `${path}.topic`, sub.topic, {
       pattern: RESOURCE_NAME_RE,
-      describe: `a topic ${NAME_RULE}`,
+      describe: `a topic ${RESOURCE_NAME_RULE}`,
     });
     const tag = optionalString(`${path}.tag`, sub.tag, '*', { maxLength: 1024 });
     if (out.has(topic)) throw new InvalidOptionError(path, topic, 'each topic once');

@@ -1,4 +1,11 @@
 import type { DataSource } from 'typeorm';
+import {
+  optionalCredentials,
+  requireDataSource,
+  requireEndpoints,
+  RESOURCE_NAME_RE,
+  requireResourceName,
+} from '../util/clientOptions';
 import { InvalidOptionError } from '../errors';
 import type { CheckBackResolver } from '../checkback/resolution';
 import type { CheckBackOutcome, ResolverScope } from '../checkback/CheckBackDispatcher';
@@ -114,30 +121,14 @@ const CHECK_BACK_KNOWN = [
   'onResolved',
 ] as const;
 
-const ENDPOINTS_RE = /^[A-Za-z0-9.-]+(:\d{1,5})?(;[A-Za-z0-9.-]+(:\d{1,5})?)*$/;
-/** RocketMQ topic and group names: letters, digits, %, -, _ ; at most 127 characters. */
-export const RESOURCE_NAME_RE = /^[%A-Za-z0-9_-]{1,127}$/;
 export const MAX_MESSAGE_BYTES = 4 * 1024 * 1024;
 
 export function resolveProducerOptions(input: unknown): ResolvedProducerOptions {
   const o = requireObject('options', input);
   rejectUnknownKeys('options', o, KNOWN);
-  const endpoints = requireString('endpoints', o.endpoints, {
-    pattern: ENDPOINTS_RE,
-    describe: '"host:port" or "host1:port;host2:port"',
-  });
-  const dataSource = o.dataSource as DataSource | undefined;
-  if (
-    typeof dataSource !== 'object' ||
-    dataSource === null ||
-    typeof (dataSource as DataSource).createQueryRunner !== 'function'
-  ) {
-    throw new InvalidOptionError('dataSource', dataSource, 'a TypeORM DataSource');
-  }
-  const producerGroup = requireString('producerGroup', o.producerGroup, {
-    pattern: RESOURCE_NAME_RE,
-    describe: 'a name of 1-127 letters, digits, "_", "-" or "%"',
-  });
+  const endpoints = requireEndpoints(o.endpoints);
+  const dataSource = requireDataSource(o.dataSource);
+  const producerGroup = requireResourceName('producerGroup', o.producerGroup);
   if (!Array.isArray(o.topics) || o.topics.length === 0) {
     throw new InvalidOptionError('topics', o.topics, 'a non-empty array of topic names');
   }
@@ -165,17 +156,7 @@ export function resolveProducerOptions(input: unknown): ResolvedProducerOptions 
     throw new InvalidOptionError('checkBack.onResolved', cb.onResolved, 'a function');
   }
   const onResolved = cb.onResolved as ((outcome: CheckBackOutcome) => void) | undefined;
-  let credentials: { accessKey: string; accessSecret: string } | undefined;
-  if (o.credentials !== undefined) {
-    const c = requireObject('credentials', o.credentials);
-    rejectUnknownKeys('credentials', c, ['accessKey', 'accessSecret']);
-    credentials = {
-      accessKey: requireString('credentials.accessKey', c.accessKey),
-      // Never echo a secret into an error message.
-      accessSecret:
-        typeof c.accessSecret === 'string' && c.accessSecret.length > 0 ? c.accessSecret : invalidSecret(),
-    };
-  }
+  const credentials = optionalCredentials(o.credentials);
   const logger =
     optionalFunctionsOf<Logger>('logger', o.logger, ['debug', 'info', 'warn', 'error']) ?? noopLogger;
   return {
@@ -216,8 +197,4 @@ export function resolveDeliveryMode(option: string, value: unknown, fallback: De
     throw new InvalidOptionError(option, value, '"transactional" or "outbox"');
   }
   return value;
-}
-
-function invalidSecret(): never {
-  throw new InvalidOptionError('credentials.accessSecret', '(hidden)', 'a non-empty string');
 }

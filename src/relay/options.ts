@@ -1,6 +1,12 @@
 import type { DataSource } from 'typeorm';
+import {
+  optionalCredentials,
+  requireDataSource,
+  requireEndpoints,
+  RESOURCE_NAME_RE,
+} from '../util/clientOptions';
 import { InvalidOptionError } from '../errors';
-import { RESOURCE_NAME_RE } from '../producer/options';
+
 import { noopLogger, type Logger } from '../util/logger';
 import {
   optionalBoolean,
@@ -105,7 +111,6 @@ const KNOWN = [
   'shutdownTimeoutMs',
   'logger',
 ] as const;
-const ENDPOINTS_RE = /^[A-Za-z0-9.-]+(:\d{1,5})?(;[A-Za-z0-9.-]+(:\d{1,5})?)*$/;
 const HOUR = 3_600_000;
 
 function topicList(option: string, value: unknown, required: boolean): string[] {
@@ -124,14 +129,8 @@ function topicList(option: string, value: unknown, required: boolean): string[] 
 export function resolveRelayOptions(input: unknown): ResolvedRelayOptions {
   const o = requireObject('options', input);
   rejectUnknownKeys('options', o, KNOWN);
-  const endpoints = requireString('endpoints', o.endpoints, {
-    pattern: ENDPOINTS_RE,
-    describe: '"host:port" or "host1:port;host2:port"',
-  });
-  const dataSource = o.dataSource as DataSource | undefined;
-  if (typeof dataSource !== 'object' || dataSource === null || typeof dataSource.transaction !== 'function') {
-    throw new InvalidOptionError('dataSource', dataSource, 'a TypeORM DataSource');
-  }
+  const endpoints = requireEndpoints(o.endpoints);
+  const dataSource = requireDataSource(o.dataSource);
   const topics = topicList('topics', o.topics, true);
   const transactionTopics = topicList('transactionTopics', o.transactionTopics, false);
   const fifoTopics = topicList('fifoTopics', o.fifoTopics, false);
@@ -154,18 +153,7 @@ export function resolveRelayOptions(input: unknown): ResolvedRelayOptions {
   if (maxDelayMs < baseMs) {
     throw new InvalidOptionError('backoff.maxDelayMs', maxDelayMs, `at least backoff.baseMs (${baseMs})`);
   }
-  let credentials: { accessKey: string; accessSecret: string } | undefined;
-  if (o.credentials !== undefined) {
-    const c = requireObject('credentials', o.credentials);
-    rejectUnknownKeys('credentials', c, ['accessKey', 'accessSecret']);
-    if (typeof c.accessSecret !== 'string' || c.accessSecret.length === 0) {
-      throw new InvalidOptionError('credentials.accessSecret', '(hidden)', 'a non-empty string');
-    }
-    credentials = {
-      accessKey: requireString('credentials.accessKey', c.accessKey),
-      accessSecret: c.accessSecret,
-    };
-  }
+  const credentials = optionalCredentials(o.credentials);
   return {
     endpoints,
     dataSource,

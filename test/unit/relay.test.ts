@@ -65,6 +65,7 @@ const relayDs = {
   isInitialized: true,
   options: { type: 'mysql' },
   transaction: () => undefined,
+  createQueryRunner: () => undefined,
 } as unknown as DataSource;
 
 function row(eventId: string, topic: string, extra: Partial<NewOutboxEvent> = {}): NewOutboxEvent {
