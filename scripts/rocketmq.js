@@ -80,7 +80,7 @@ function context() {
         '-n',
         ctx.namesrvAddr,
       ],
-      heap: ['-Xms512m', '-Xmx1g', '-XX:MaxDirectMemorySize=512m'],
+      heap: ['-Xms1g', '-Xmx2g', '-XX:MaxDirectMemorySize=512m'],
       readyLine: 'rocketmq-proxy startup successfully',
       ports: [PORTS.grpc, PORTS.remoting, PORTS.broker, PORTS.brokerFast, PORTS.brokerHa],
       readyPorts: [PORTS.grpc, PORTS.broker],

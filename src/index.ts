@@ -22,6 +22,7 @@ export {
 } from './producer/TransactionalProducer';
 export type { TransactionalProducerOptions, CheckBackOptions, DeliveryMode } from './producer/options';
 export { OutboxRelay, type RelayStats } from './relay/OutboxRelay';
+export { Retention, type RetentionOptions, type RetentionReport } from './relay/Retention';
 export type { OutboxRelayOptions } from './relay/options';
 export { backoffDelay, type BackoffPolicy } from './relay/backoff';
 export { TypeOrmOutboxStore } from './store/typeorm/outboxStore';
