@@ -5,6 +5,7 @@ import { Resource } from 'rocketmq-client-nodejs/proto/apache/rocketmq/v2/defini
 import { BrokerUnavailableError } from '../errors';
 import { errorFields, type Logger } from '../util/logger';
 import { withTimeout } from '../util/time';
+import { startClient } from './startup';
 import { clientLogger } from './clientLogger';
 import type { ConsumerGateway, ConsumerGatewayConfig, InboundMessage } from './consumerGateway';
 
@@ -57,21 +58,10 @@ export class RocketMqConsumerGateway implements ConsumerGateway {
     try {
       // startup() resolves after the proxy's first settings command, so the subscription is
       // known to the proxy before the first receive (apache/rocketmq #8133).
-      await withTimeout(
-        this.consumer.startup(),
-        this.config.startTimeoutMs,
-        () =>
-          new BrokerUnavailableError(
-            `RocketMQ proxy at ${this.config.endpoints} did not complete consumer start-up within ${this.config.startTimeoutMs} ms`,
-          ),
-      );
+      await startClient(this.consumer, this.config.startTimeoutMs, 'consumer', this.config.endpoints);
     } catch (err) {
       await this.shutdown();
-      if (err instanceof BrokerUnavailableError) throw err;
-      throw new BrokerUnavailableError(
-        `RocketMQ proxy at ${this.config.endpoints} refused consumer start-up: ${err instanceof Error ? err.message : String(err)}`,
-        err,
-      );
+      throw err;
     }
   }
 

@@ -11,6 +11,7 @@ import {
 import { errorFields, type Logger } from '../util/logger';
 import { withTimeout } from '../util/time';
 import { clientLogger } from './clientLogger';
+import { startClient } from './startup';
 import { mapSendError } from './errors';
 import type { BrokerGateway, GatewayConfig, HalfMessage, OutgoingMessage } from './gateway';
 
@@ -62,21 +63,10 @@ export class RocketMqGateway implements BrokerGateway {
 
   async start(): Promise<void> {
     try {
-      await withTimeout(
-        this.producer.startup(),
-        this.config.startTimeoutMs,
-        () =>
-          new BrokerUnavailableError(
-            `RocketMQ proxy at ${this.config.endpoints} did not complete start-up within ${this.config.startTimeoutMs} ms`,
-          ),
-      );
+      await startClient(this.producer, this.config.startTimeoutMs, 'producer', this.config.endpoints);
     } catch (err) {
       await this.shutdown();
-      if (err instanceof BrokerUnavailableError) throw err;
-      throw new BrokerUnavailableError(
-        `RocketMQ proxy at ${this.config.endpoints} refused start-up: ${err instanceof Error ? err.message : String(err)}`,
-        err,
-      );
+      throw err;
     }
   }
 
