@@ -71,7 +71,15 @@ async function main() {
   // restart the shared broker run alone, after the others.
   if (extra.length > 0) return runJest(['--maxWorkers=2', ...extra]);
   const main = runJest(['--maxWorkers=2', '--selectProjects', 'unit', 'integration']);
-  const isolated = runJest(['--runInBand', '--passWithNoTests', '--selectProjects', 'isolated']);
+  // --forceExit: after a broker outage the client library's reconnect timers can outlive a failed
+  // test; a hang would cost CI its whole budget, a failure is reported either way.
+  const isolated = runJest([
+    '--runInBand',
+    '--forceExit',
+    '--passWithNoTests',
+    '--selectProjects',
+    'isolated',
+  ]);
   return main !== 0 ? main : isolated;
 }
 

@@ -41,7 +41,13 @@ export class Collector {
   }
 
   async start(): Promise<this> {
-    await this.consumer.startup();
+    try {
+      await this.consumer.startup();
+    } catch (err) {
+      // A failed startup leaves the client's timers running: close it, or jest cannot exit.
+      await this.consumer.shutdown().catch(() => undefined);
+      throw err;
+    }
     this.running = true;
     this.loop = this.run();
     // Wait for a completed long poll so the subscription is live at the proxy (apache/rocketmq #8133).

@@ -64,7 +64,17 @@ describe('outbox delivery across a broker outage', () => {
       expect(await countByStatus(ds, ids, 'SENT')).toBe(0);
       await rocketmq.start({ quiet: true });
       brokerDown = false;
-      const collector = await new Collector(TOPIC).start();
+      // Right after a restart grpc-js may still be in its reconnect backoff (its subchannel pool is
+      // shared by every client of the process): retry the consumer start until the proxy answers.
+      let collector: Collector | undefined;
+      await waitFor(
+        async () => {
+          collector = await new Collector(TOPIC).start().catch(() => undefined);
+          return collector !== undefined;
+        },
+        { timeoutMs: 90_000, intervalMs: 1000, description: 'a consumer started after the broker restart' },
+      );
+      if (!collector) throw new Error('unreachable: waitFor returned without a collector');
       try {
         await waitFor(async () => (await countByStatus(ds, ids, 'SENT')) === LOAD, {
           timeoutMs: 90_000,
@@ -72,7 +82,7 @@ describe('outbox delivery across a broker outage', () => {
         });
         expect(await countByStatus(ds, ids, 'DEAD')).toBe(0);
         // A new group reads the topic from its oldest in-memory message: every event arrives.
-        await waitFor(() => ids.every((id) => collector.withProperty('EVENT_ID', id).length >= 1), {
+        await waitFor(() => ids.every((id) => collector!.withProperty('EVENT_ID', id).length >= 1), {
           timeoutMs: 60_000,
           description: `all ${LOAD} events received`,
         });
