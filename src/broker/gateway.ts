@@ -41,3 +41,29 @@ export interface GatewayConfig {
   shutdownTimeoutMs: number;
   onCheckBack?: CheckBackHandler;
 }
+
+/** The connection settings every resolved client option set carries. */
+export interface ClientConnection {
+  endpoints: string;
+  namespace: string;
+  topics: readonly string[];
+  credentials?: { accessKey: string; accessSecret: string };
+  sslEnabled: boolean;
+  requestTimeoutMs: number;
+  startTimeoutMs: number;
+  shutdownTimeoutMs: number;
+}
+
+export function gatewayConfig(o: ClientConnection, onCheckBack?: CheckBackHandler): GatewayConfig {
+  return {
+    endpoints: o.endpoints,
+    namespace: o.namespace,
+    topics: o.topics,
+    ...(o.credentials ? { credentials: o.credentials } : {}),
+    sslEnabled: o.sslEnabled,
+    requestTimeoutMs: o.requestTimeoutMs,
+    startTimeoutMs: o.startTimeoutMs,
+    shutdownTimeoutMs: o.shutdownTimeoutMs,
+    ...(onCheckBack ? { onCheckBack } : {}),
+  };
+}

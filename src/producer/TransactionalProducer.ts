@@ -8,7 +8,7 @@ import {
   TransactionFencedError,
   TransactionOutcomeUnknownError,
 } from '../errors';
-import type { BrokerGateway, GatewayConfig, HalfMessage } from '../broker/gateway';
+import { gatewayConfig, type BrokerGateway, type GatewayConfig, type HalfMessage } from '../broker/gateway';
 import { RocketMqGateway } from '../broker/RocketMqGateway';
 import { CheckBackDispatcher, type CheckBackStats } from '../checkback/CheckBackDispatcher';
 import { TxRecordResolver } from '../checkback/TxRecordResolver';
@@ -129,25 +129,15 @@ export class TransactionalProducer {
       maxQueued: o.checkBack.maxQueued,
       logger: o.logger,
     });
-    const config: GatewayConfig = {
-      endpoints: o.endpoints,
-      namespace: o.namespace,
-      topics: o.topics,
-      ...(o.credentials ? { credentials: o.credentials } : {}),
-      sslEnabled: o.sslEnabled,
-      requestTimeoutMs: o.requestTimeoutMs,
-      startTimeoutMs: o.startTimeoutMs,
-      shutdownTimeoutMs: o.shutdownTimeoutMs,
-      onCheckBack: async (message) => {
-        const answer = await this.dispatcher.handle(message);
-        // A COMMIT answer for our own half message confirms that event (recorded in batches).
-        const eventId = message.properties[EVENT_ID_PROPERTY];
-        if (answer === TransactionResolution.COMMIT && eventId && message.origin === o.producerGroup) {
-          this.eventConfirmations.add(eventId);
-        }
-        return answer;
-      },
-    };
+    const config = gatewayConfig(o, async (message) => {
+      const answer = await this.dispatcher.handle(message);
+      // A COMMIT answer for our own half message confirms that event (recorded in batches).
+      const eventId = message.properties[EVENT_ID_PROPERTY];
+      if (answer === TransactionResolution.COMMIT && eventId && message.origin === o.producerGroup) {
+        this.eventConfirmations.add(eventId);
+      }
+      return answer;
+    });
     this.gateway = (internals.gateway ?? ((c, l) => new RocketMqGateway(c, l)))(config, o.logger);
     this.confirmations = new ConfirmationBatcher((ids) => this.store.markConfirmed(ids), o.logger);
     const outbox = this.outbox;

@@ -1,5 +1,10 @@
 import { ProducerNotRunningError, StoreError } from '../errors';
-import type { BrokerGateway, GatewayConfig, OutgoingMessage } from '../broker/gateway';
+import {
+  gatewayConfig,
+  type BrokerGateway,
+  type GatewayConfig,
+  type OutgoingMessage,
+} from '../broker/gateway';
 import { RocketMqGateway } from '../broker/RocketMqGateway';
 import type { ClaimedOutboxEvent, OutboxStore } from '../store/ports';
 import { TypeOrmOutboxStore } from '../store/typeorm/outboxStore';
@@ -55,17 +60,8 @@ export class OutboxRelay {
     this.logger = o.logger;
     this.random = internals.random ?? Math.random;
     this.store = internals.store ?? new TypeOrmOutboxStore(o.dataSource);
-    const config: GatewayConfig = {
-      endpoints: o.endpoints,
-      namespace: o.namespace,
-      topics: o.topics,
-      ...(o.credentials ? { credentials: o.credentials } : {}),
-      sslEnabled: o.sslEnabled,
-      requestTimeoutMs: o.requestTimeoutMs,
-      startTimeoutMs: o.startTimeoutMs,
-      shutdownTimeoutMs: o.shutdownTimeoutMs,
-      // No onCheckBack: the relay answers nothing, so the broker asks a producer (the fence owner).
-    };
+    // No onCheckBack: the relay answers nothing, so the broker asks a producer (the fence owner).
+    const config = gatewayConfig(o);
     this.gateway = (internals.gateway ?? ((c, l) => new RocketMqGateway(c, l)))(config, o.logger);
   }
 

@@ -21,15 +21,6 @@ describe('consumer killed with SIGKILL after the DB commit and before the ack', 
   beforeAll(async () => {
     ds = await openDataSource();
     await ensureSchema(ds);
-    await ds.query(
-      `CREATE TABLE IF NOT EXISTS test_consumer_effect (
-         id BIGINT AUTO_INCREMENT PRIMARY KEY,
-         consumer_group VARCHAR(255) NOT NULL,
-         aggregate_id VARCHAR(128) NOT NULL,
-         aggregate_version BIGINT NOT NULL,
-         event_id CHAR(36) NOT NULL
-       )`,
-    );
     producer = new Producer({ endpoints: ENDPOINTS, namespace: '', logger: quiet });
     await producer.startup();
   });

@@ -77,15 +77,6 @@ describe('IdempotentConsumer against the real broker and MariaDB', () => {
   beforeAll(async () => {
     ds = await openDataSource({ poolSize: 20 });
     await ensureSchema(ds);
-    await ds.query(
-      `CREATE TABLE IF NOT EXISTS test_consumer_effect (
-         id BIGINT AUTO_INCREMENT PRIMARY KEY,
-         consumer_group VARCHAR(255) NOT NULL,
-         aggregate_id VARCHAR(128) NOT NULL,
-         aggregate_version BIGINT NOT NULL,
-         event_id CHAR(36) NOT NULL
-       )`,
-    );
     rawProducer = new Producer({ endpoints: ENDPOINTS, namespace: '', logger: quiet });
     await rawProducer.startup();
   });
