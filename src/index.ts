@@ -24,6 +24,21 @@ export type { TransactionalProducerOptions, CheckBackOptions, DeliveryMode } fro
 export { OutboxRelay, type RelayStats } from './relay/OutboxRelay';
 export { Retention, type RetentionOptions, type RetentionReport } from './relay/Retention';
 export type { OutboxRelayOptions } from './relay/options';
+export {
+  FactReconciler,
+  type MissingFact,
+  type ReconcileProgress,
+  type ReconcileReport,
+  type ReconcileRunOptions,
+} from './relay/FactReconciler';
+export type {
+  Fact,
+  FactPage,
+  FactPageRequest,
+  FactSource,
+  FactEventBuilder,
+  FactReconcilerOptions,
+} from './relay/factReconcilerOptions';
 export { backoffDelay, type BackoffPolicy } from './relay/backoff';
 export { TypeOrmOutboxStore } from './store/typeorm/outboxStore';
 export { OutboxEventEntity, type OutboxEvent, type OutboxStatus } from './store/typeorm/outboxEntities';

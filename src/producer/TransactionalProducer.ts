@@ -424,7 +424,11 @@ export class TransactionalProducer {
 }
 
 /** The snapshot of each event, as the relay needs it to rebuild the exact message. */
-function outboxRows(txId: string, prepared: PreparedEvent[], status: OutboxInitialStatus): NewOutboxEvent[] {
+export function outboxRows(
+  txId: string,
+  prepared: PreparedEvent[],
+  status: OutboxInitialStatus,
+): NewOutboxEvent[] {
   return prepared.map(({ eventId, message, envelope }) => ({
     eventId,
     txId,

@@ -1,0 +1,170 @@
+import type { DataSource, EntityManager } from 'typeorm';
+import type { NewOutboxEvent } from '../ports';
+import type { OutboxStatus } from './outboxEntities';
+import { dialectFor, type Dialect } from './dialect';
+
+/** What a fact reconciliation needs to find: an event of this type for this aggregate (and version). */
+export interface FactKey {
+  aggregateType: string;
+  aggregateId: string;
+  eventType: string;
+  aggregateVersion?: number;
+}
+
+/** One outbox row (live or archived) that may satisfy a fact. */
+export interface FactEventRow {
+  eventId: string;
+  aggregateType: string;
+  aggregateId: string;
+  aggregateVersion: number | null;
+  eventType: string | null;
+  /** Archived rows are SENT by construction. */
+  status: OutboxStatus;
+}
+
+interface RawRow {
+  event_id: string;
+  aggregate_type: string;
+  aggregate_id: string;
+  aggregate_version: string | number | null;
+  event_type: string | null;
+  status: string;
+}
+
+export const OUTBOX_ARCHIVE_TABLE = 'outbox_event_archive';
+
+/**
+ * The outbox side of a fact reconciliation, in raw SQL. Lookups are one statement per page,
+ * a range read on the prefix (aggregate_type, aggregate_id) of uq_outbox_aggregate_version (and of
+ * idx_outbox_archive_aggregate on the archive).
+ */
+export class TypeOrmFactStore {
+  private readonly dialect: Dialect;
+
+  constructor(private readonly dataSource: DataSource) {
+    this.dialect = dialectFor(dataSource);
+  }
+
+  /** A lock-wait timeout or deadlock: the write transaction may simply be run again. */
+  isTransient(err: unknown): boolean {
+    const kind = this.dialect.classify(err);
+    return kind === 'DEADLOCK' || kind === 'LOCK_WAIT_TIMEOUT';
+  }
+
+  /** Whether the opt-in archive table exists in the DataSource's database. */
+  async archiveExists(): Promise<boolean> {
+    const rows: unknown[] = await this.dataSource.query(
+      `SELECT 1 AS one FROM information_schema.tables WHERE table_schema = DATABASE() AND table_name = ?`,
+      [OUTBOX_ARCHIVE_TABLE],
+    );
+    return rows.length > 0;
+  }
+
+  /** Every row, live or archived, of the facts' aggregates (filtered to their event types). */
+  async findRows(
+    facts: readonly FactKey[],
+    withArchive: boolean,
+    manager: EntityManager = this.dataSource.manager,
+  ): Promise<FactEventRow[]> {
+    if (facts.length === 0) return [];
+    const { where, params } = aggregateFilter(facts);
+    const columns = 'event_id, aggregate_type, aggregate_id, aggregate_version, event_type';
+    let sql = `SELECT ${columns}, status FROM outbox_event WHERE ${where}`;
+    let all = params;
+    if (withArchive) {
+      sql += ` UNION ALL SELECT ${columns}, 'SENT' AS status FROM ${OUTBOX_ARCHIVE_TABLE} WHERE ${where}`;
+      all = [...params, ...params];
+    }
+    const rows: RawRow[] = await manager.query(sql, all);
+    return rows.map((r) => ({
+      eventId: r.event_id,
+      aggregateType: r.aggregate_type,
+      aggregateId: r.aggregate_id,
+      aggregateVersion: r.aggregate_version === null ? null : Number(r.aggregate_version),
+      eventType: r.event_type,
+      status: r.status as OutboxStatus,
+    }));
+  }
+
+  /**
+   * Inside `manager`'s transaction: inserts the rows and their COMMITTED tx_records (one per
+   * row). A row refused by a unique key (its eventId, or its aggregate version, exists) is
+   * skipped, not an error, and gets no tx_record. Returns the eventIds that were written.
+   */
+  async insertMissing(
+    manager: EntityManager,
+    rows: readonly NewOutboxEvent[],
+    producerGroup: string,
+  ): Promise<Set<string>> {
+    if (rows.length === 0) return new Set();
+    const now = this.dialect.nowExpression;
+    const values = rows
+      .map(() => `(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, COALESCE(?, ${now}), ?, 'NEW', 0, ${now})`)
+      .join(', ');
+    const params: unknown[] = [];
+    for (const e of rows) {
+      params.push(
+        e.eventId,
+        e.txId,
+        e.topic,
+        e.tag ?? null,
+        JSON.stringify(e.keys),
+        JSON.stringify(e.properties),
+        e.aggregateType ?? null,
+        e.aggregateId ?? null,
+        e.aggregateVersion ?? null,
+        e.eventType ?? null,
+        e.eventVersion ?? null,
+        e.body,
+        e.occurredAt ?? null,
+        e.traceId ?? null,
+      );
+    }
+    // A no-op update on a duplicate key: the refused row is skipped, every other error still throws.
+    await manager.query(
+      `INSERT INTO outbox_event (event_id, tx_id, topic, tag, \`keys\`, properties, aggregate_type,
+         aggregate_id, aggregate_version, event_type, event_version, payload, occurred_at, trace_id,
+         status, attempts, next_attempt_at)
+       VALUES ${values} ON DUPLICATE KEY UPDATE event_id = event_id`,
+      params,
+    );
+    // Ours only if the row with that eventId carries our new txId (a reused eventId does not).
+    const landed: Array<{ event_id: string; tx_id: string }> = await manager.query(
+      `SELECT event_id, tx_id FROM outbox_event WHERE event_id IN (${rows.map(() => '?').join(', ')})`,
+      rows.map((r) => r.eventId),
+    );
+    const txOf = new Map(rows.map((r) => [r.eventId, r.txId]));
+    const written = landed.filter((r) => txOf.get(r.event_id) === r.tx_id);
+    if (written.length > 0) {
+      const byId = new Map(rows.map((r) => [r.eventId, r]));
+      // The fence row: a lost commit of the relay's half message is answered COMMIT by the group.
+      await manager.query(
+        `INSERT INTO tx_record (tx_id, status, resolved_by, producer_group, topic, event_count)
+         VALUES ${written.map(() => `(?, 'COMMITTED', 'PRODUCER', ?, ?, 1)`).join(', ')}`,
+        written.flatMap((w) => [w.tx_id, producerGroup, byId.get(w.event_id)!.topic]),
+      );
+    }
+    return new Set(written.map((w) => w.event_id));
+  }
+}
+
+/** `(aggregate_type = ? AND aggregate_id IN (...) AND event_type IN (...)) OR ...`, a group per aggregate type. */
+function aggregateFilter(facts: readonly FactKey[]): { where: string; params: unknown[] } {
+  const byType = new Map<string, { ids: Set<string>; types: Set<string> }>();
+  for (const f of facts) {
+    let group = byType.get(f.aggregateType);
+    if (!group) byType.set(f.aggregateType, (group = { ids: new Set(), types: new Set() }));
+    group.ids.add(f.aggregateId);
+    group.types.add(f.eventType);
+  }
+  const marks = (n: number) => Array.from({ length: n }, () => '?').join(', ');
+  const parts: string[] = [];
+  const params: unknown[] = [];
+  for (const [type, { ids, types }] of byType) {
+    parts.push(
+      `(aggregate_type = ? AND aggregate_id IN (${marks(ids.size)}) AND event_type IN (${marks(types.size)}))`,
+    );
+    params.push(type, ...ids, ...types);
+  }
+  return { where: parts.join(' OR '), params };
+}
