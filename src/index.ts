@@ -22,7 +22,15 @@ export {
 } from './producer/TransactionalProducer';
 export type { TransactionalProducerOptions, CheckBackOptions, DeliveryMode } from './producer/options';
 export { OutboxRelay, type RelayStats } from './relay/OutboxRelay';
-export { Retention, type RetentionOptions, type RetentionReport } from './relay/Retention';
+export {
+  Retention,
+  type RetentionOptions,
+  type RetentionReport,
+  type RetentionPlan,
+  type RetentionProgress,
+  type RetentionRunOptions,
+  type RetentionTable,
+} from './relay/Retention';
 export type { OutboxRelayOptions } from './relay/options';
 export {
   FactReconciler,
@@ -43,6 +51,15 @@ export { backoffDelay, type BackoffPolicy } from './relay/backoff';
 export { TypeOrmOutboxStore } from './store/typeorm/outboxStore';
 export { OutboxEventEntity, type OutboxEvent, type OutboxStatus } from './store/typeorm/outboxEntities';
 export { CreateOutboxEvent1764633900000 } from './store/typeorm/outboxMigrations';
+export {
+  CreateOutboxEventArchive1764634100000,
+  rocketMqTxArchiveMigrations,
+} from './store/typeorm/outboxArchiveMigrations';
+export { AddTxRecordCreatedIndex1764634000000 } from './store/typeorm/retentionMigrations';
+export {
+  OutboxEventArchiveEntity,
+  type ArchivedOutboxEvent,
+} from './store/typeorm/outboxArchiveEntities';
 export type { TransactEvent, BodyEvent, EnvelopeEvent } from './producer/events';
 export {
   TransactionResolution,
@@ -69,6 +86,16 @@ export type {
 export { TxRecordEntity, rocketMqTxEntities, type TxRecord } from './store/typeorm/entities';
 export { CreateTxRecord1764633600000, rocketMqTxMigrations } from './store/typeorm/migrations';
 export { noopLogger, type Logger } from './util/logger';
+export {
+  collectStatus,
+  type StatusOptions,
+  type StatusReport,
+  type OutboxStatusCounts,
+  type StatusTxStatus,
+  type StatusResolvedBy,
+  type StatusOutboxStatus,
+  type StatusConsumedOutcome,
+} from './observability/status';
 export { uuidv7 } from './util/uuidv7';
 export {
   defineEvent,

@@ -1,0 +1,339 @@
+import type { DataSource } from 'typeorm';
+import { InvalidOptionError, StoreError } from '../errors';
+import { dialectFor } from '../store/typeorm/dialect';
+import { requireDataSource, requireResourceName } from '../util/clientOptions';
+import { optionalObject, rejectUnknownKeys } from '../util/validate';
+
+/** Filters of {@link collectStatus}. Without a filter every row of the SDK's tables is counted. */
+export interface StatusOptions {
+  /**
+   * Only these topics (1-100 names): outbox_event by `topic`, tx_record by `topic` (the first
+   * event's topic of the transaction, or the topic a check-back asked about).
+   */
+  topics?: readonly string[];
+  /** Only these consumer groups in `consumedEvents` (1-100 names). */
+  consumerGroups?: readonly string[];
+}
+
+export type StatusTxStatus = 'COMMITTED' | 'ROLLED_BACK';
+export type StatusResolvedBy = 'PRODUCER' | 'CHECK_BACK';
+export type StatusOutboxStatus = 'NEW' | 'IN_FLIGHT' | 'SENT' | 'DEAD';
+export type StatusConsumedOutcome = 'APPLIED' | 'STALE' | 'IGNORED';
+
+/** Outbox counts of one topic (or of all topics). */
+export interface OutboxStatusCounts {
+  /** Every row, whatever its status (also a status this version does not know). */
+  total: number;
+  byStatus: Record<StatusOutboxStatus, number>;
+  /** NEW + IN_FLIGHT: committed events not yet known to be on the broker. */
+  undelivered: number;
+  /**
+   * Age in ms of the oldest NEW or IN_FLIGHT row, measured on the database clock from its
+   * transaction's tx_record.created_at (the local commit), or from occurred_at for a row without
+   * a tx_record; null when nothing is undelivered.
+   */
+  oldestUndeliveredAgeMs: number | null;
+}
+
+/**
+ * What {@link collectStatus} returns: a plain, JSON-serializable object. The shape is stable
+ * (the CLI `status` command and the demo print it); fields are only ever added.
+ */
+export interface StatusReport {
+  /** ISO-8601 UTC time (process clock) at which the queries completed. */
+  generatedAt: string;
+  /** The filter applied; null where none was given. */
+  filter: { topics: string[] | null; consumerGroups: string[] | null };
+  /** tx_record, the check-back fence. */
+  txRecords: {
+    total: number;
+    byStatus: Record<StatusTxStatus, number>;
+    byResolvedBy: Record<StatusResolvedBy, number>;
+    /**
+     * Counts per status and resolver, e.g. `ROLLED_BACK.CHECK_BACK` = transactions fenced by a
+     * check-back (the producer never inserted its row in time).
+     */
+    byStatusAndResolvedBy: Record<StatusTxStatus, Record<StatusResolvedBy, number>>;
+  };
+  /**
+   * Transactions the database committed whose broker commit is not confirmed yet: their events
+   * are IN_FLIGHT outbox rows (a half message carries them and neither EndTransaction nor a
+   * check-back COMMIT has been acknowledged). Outbox-delivery transactions are never in doubt
+   * (their rows start NEW). After the check-back horizon the relay republishes them.
+   */
+  inDoubt: {
+    /** Distinct transactions. */
+    transactions: number;
+    /** IN_FLIGHT events (one half message each). */
+    events: number;
+    /** Age in ms (database clock) of the oldest in-doubt transaction's tx_record.created_at; null if none. */
+    oldestAgeMs: number | null;
+  };
+  /** outbox_event, over all topics (or the filtered ones), and per topic. */
+  outbox: OutboxStatusCounts & {
+    /** DEAD rows: gave up after maxAttempts; replay them (`relay.replayDead`). Same as byStatus.DEAD. */
+    dead: number;
+    /** Per topic, only topics that have rows. */
+    byTopic: Record<string, OutboxStatusCounts>;
+  };
+  /** consumed_event, the consumers' dedupe table. */
+  consumedEvents: {
+    total: number;
+    /** Per consumer group, only groups that have rows: total and per outcome. */
+    byConsumerGroup: Record<string, { total: number } & Record<StatusConsumedOutcome, number>>;
+  };
+}
+
+/** @internal One row of each query, as the driver returns it. */
+export interface StatusRows {
+  txRecords: ReadonlyArray<{ status: string; resolved_by: string; n: unknown }>;
+  /** kind 'count': per (topic, status); kind 'pending': undelivered per (topic, status) with age; kind 'in_doubt': one row. */
+  outbox: ReadonlyArray<{
+    k: string;
+    topic: string | null;
+    status: string | null;
+    n: unknown;
+    age_us: unknown;
+    txs: unknown;
+  }>;
+  consumed: ReadonlyArray<{ consumer_group: string; outcome: string; n: unknown }>;
+}
+
+const MAX_FILTER = 100;
+const TX_STATUSES: readonly StatusTxStatus[] = ['COMMITTED', 'ROLLED_BACK'];
+const RESOLVERS: readonly StatusResolvedBy[] = ['PRODUCER', 'CHECK_BACK'];
+const OUTBOX_STATUSES: readonly StatusOutboxStatus[] = ['NEW', 'IN_FLIGHT', 'SENT', 'DEAD'];
+const OUTCOMES: readonly StatusConsumedOutcome[] = ['APPLIED', 'STALE', 'IGNORED'];
+
+/** @internal Validated filter. */
+export interface ResolvedStatusOptions {
+  topics: string[] | null;
+  consumerGroups: string[] | null;
+}
+
+/** @internal */
+export function resolveStatusOptions(options: unknown): ResolvedStatusOptions {
+  const raw = optionalObject('options', options);
+  rejectUnknownKeys('options', raw, ['topics', 'consumerGroups']);
+  return {
+    topics: nameList('options.topics', raw.topics),
+    consumerGroups: nameList('options.consumerGroups', raw.consumerGroups),
+  };
+}
+
+function nameList(option: string, value: unknown): string[] | null {
+  if (value === undefined) return null;
+  if (!Array.isArray(value) || value.length === 0 || value.length > MAX_FILTER) {
+    throw new InvalidOptionError(option, value, `an array of 1-${MAX_FILTER} names`);
+  }
+  return [...new Set(value.map((v: unknown, i: number) => requireResourceName(`${option}[${i}]`, v)))];
+}
+
+/**
+ * A read-only snapshot of the SDK's tables: tx_record counts, in-doubt transactions, outbox
+ * states and the oldest undelivered event, and consumed_event per consumer group.
+ *
+ * Three statements, run in parallel, one per table (outbox_event's is a UNION ALL of counts,
+ * undelivered ages and in-doubt transactions); ages come from the database clock, so a skewed
+ * application clock does not distort them. The undelivered and in-doubt parts are range reads
+ * of the status index; the per-status counts scan an index of each table, whose size retention
+ * bounds (see `Retention`). Nothing is written and no lock is taken.
+ *
+ * @example
+ * const s = await collectStatus(dataSource, { topics: ['orders'] });
+ * s.outbox.oldestUndeliveredAgeMs; // e.g. 1250, or null when everything is delivered
+ * s.inDoubt.transactions;          // committed, broker commit not yet confirmed
+ * s.outbox.dead;                   // events the relay gave up on
+ *
+ * @throws InvalidOptionError for a bad dataSource or filter (before any query).
+ * @throws StoreError (retriable) when a query fails; (not retriable) when the DataSource is not initialized.
+ */
+export async function collectStatus(dataSource: DataSource, options?: StatusOptions): Promise<StatusReport> {
+  const ds = requireDataSource(dataSource);
+  dialectFor(ds);
+  const filter = resolveStatusOptions(options);
+  if (!ds.isInitialized) {
+    throw new StoreError(
+      'dataSource is not initialized: call dataSource.initialize() first',
+      undefined,
+      false,
+    );
+  }
+  const [txRecords, outbox, consumed] = await Promise.all([
+    run(ds, 'tx_record', txRecordQuery(filter)),
+    run(ds, 'outbox_event', outboxQuery(filter)),
+    run(ds, 'consumed_event', consumedQuery(filter)),
+  ]);
+  return shapeStatus(
+    {
+      txRecords: txRecords as StatusRows['txRecords'],
+      outbox: outbox as StatusRows['outbox'],
+      consumed: consumed as StatusRows['consumed'],
+    },
+    filter,
+    new Date(),
+  );
+}
+
+interface Query {
+  sql: string;
+  params: unknown[];
+}
+
+async function run(ds: DataSource, table: string, q: Query): Promise<unknown[]> {
+  try {
+    const rows: unknown = await ds.query(q.sql, q.params);
+    if (!Array.isArray(rows)) throw new Error('the driver returned no rows');
+    return rows;
+  } catch (err) {
+    throw new StoreError(`status: the ${table} query failed`, err);
+  }
+}
+
+function inList(column: string, values: string[] | null, params: unknown[]): string {
+  if (values === null) return '1 = 1';
+  params.push(...values);
+  return `${column} IN (${values.map(() => '?').join(', ')})`;
+}
+
+/** @internal */
+export function txRecordQuery(filter: ResolvedStatusOptions): Query {
+  const params: unknown[] = [];
+  const sql =
+    'SELECT status, resolved_by, COUNT(*) AS n FROM tx_record' +
+    ` WHERE ${inList('topic', filter.topics, params)} GROUP BY status, resolved_by`;
+  return { sql, params };
+}
+
+const AGE_US = (expr: string) => `TIMESTAMPDIFF(MICROSECOND, ${expr}, CURRENT_TIMESTAMP(3))`;
+
+/** @internal */
+export function outboxQuery(filter: ResolvedStatusOptions): Query {
+  const params: unknown[] = [];
+  const counts =
+    "SELECT 'count' AS k, topic, status, COUNT(*) AS n, NULL AS age_us, NULL AS txs FROM outbox_event" +
+    ` WHERE ${inList('topic', filter.topics, params)} GROUP BY topic, status`;
+  const pending =
+    "SELECT 'pending' AS k, o.topic, o.status, COUNT(*) AS n," +
+    ` ${AGE_US('MIN(COALESCE(t.created_at, o.occurred_at))')} AS age_us, NULL AS txs` +
+    ' FROM outbox_event o LEFT JOIN tx_record t ON t.tx_id = o.tx_id' +
+    ` WHERE o.status IN ('NEW', 'IN_FLIGHT') AND ${inList('o.topic', filter.topics, params)}` +
+    ' GROUP BY o.topic, o.status';
+  // IN_FLIGHT rows keep next_attempt_at = their insert time (the relay never leases them).
+  const inDoubt =
+    "SELECT 'in_doubt' AS k, NULL AS topic, NULL AS status, COUNT(*) AS n," +
+    ` ${AGE_US('MIN(COALESCE(t.created_at, o.next_attempt_at))')} AS age_us, COUNT(DISTINCT o.tx_id) AS txs` +
+    ' FROM outbox_event o LEFT JOIN tx_record t ON t.tx_id = o.tx_id' +
+    ` WHERE o.status = 'IN_FLIGHT' AND ${inList('o.topic', filter.topics, params)}`;
+  return { sql: `${counts} UNION ALL ${pending} UNION ALL ${inDoubt}`, params };
+}
+
+/** @internal */
+export function consumedQuery(filter: ResolvedStatusOptions): Query {
+  const params: unknown[] = [];
+  const sql =
+    'SELECT consumer_group, outcome, COUNT(*) AS n FROM consumed_event' +
+    ` WHERE ${inList('consumer_group', filter.consumerGroups, params)} GROUP BY consumer_group, outcome`;
+  return { sql, params };
+}
+
+function count(value: unknown): number {
+  const n = Number(value ?? 0);
+  return Number.isFinite(n) && n > 0 ? n : 0;
+}
+
+/** Microseconds (possibly a string or null) to whole ms, never negative; null stays null. */
+function ageMs(value: unknown): number | null {
+  if (value === null || value === undefined) return null;
+  const us = Number(value);
+  if (!Number.isFinite(us)) return null;
+  return Math.max(0, Math.floor(us / 1000));
+}
+
+function zeros<K extends string>(keys: readonly K[]): Record<K, number> {
+  return Object.fromEntries(keys.map((k) => [k, 0])) as Record<K, number>;
+}
+
+function emptyOutbox(): OutboxStatusCounts {
+  return { total: 0, byStatus: zeros(OUTBOX_STATUSES), undelivered: 0, oldestUndeliveredAgeMs: null };
+}
+
+function older(a: number | null, b: number | null): number | null {
+  if (a === null) return b;
+  if (b === null) return a;
+  return Math.max(a, b);
+}
+
+function isOneOf<K extends string>(keys: readonly K[], value: unknown): value is K {
+  return typeof value === 'string' && (keys as readonly string[]).includes(value);
+}
+
+/** @internal Turns the raw rows into the report (pure; unit-tested). */
+export function shapeStatus(rows: StatusRows, filter: ResolvedStatusOptions, now: Date): StatusReport {
+  const tx: StatusReport['txRecords'] = {
+    total: 0,
+    byStatus: zeros(TX_STATUSES),
+    byResolvedBy: zeros(RESOLVERS),
+    byStatusAndResolvedBy: { COMMITTED: zeros(RESOLVERS), ROLLED_BACK: zeros(RESOLVERS) },
+  };
+  for (const r of rows.txRecords) {
+    const n = count(r.n);
+    tx.total += n;
+    if (isOneOf(TX_STATUSES, r.status)) tx.byStatus[r.status] += n;
+    if (isOneOf(RESOLVERS, r.resolved_by)) tx.byResolvedBy[r.resolved_by] += n;
+    if (isOneOf(TX_STATUSES, r.status) && isOneOf(RESOLVERS, r.resolved_by)) {
+      tx.byStatusAndResolvedBy[r.status][r.resolved_by] += n;
+    }
+  }
+
+  const all = emptyOutbox();
+  const byTopic: Record<string, OutboxStatusCounts> = {};
+  const topicOf = (topic: string) => (byTopic[topic] ??= emptyOutbox());
+  const inDoubt: StatusReport['inDoubt'] = { transactions: 0, events: 0, oldestAgeMs: null };
+  for (const r of rows.outbox) {
+    const n = count(r.n);
+    if (r.k === 'in_doubt') {
+      inDoubt.events = n;
+      inDoubt.transactions = count(r.txs);
+      inDoubt.oldestAgeMs = n > 0 ? ageMs(r.age_us) : null;
+      continue;
+    }
+    if (typeof r.topic !== 'string') continue;
+    const t = topicOf(r.topic);
+    if (r.k === 'count') {
+      all.total += n;
+      t.total += n;
+      if (isOneOf(OUTBOX_STATUSES, r.status)) {
+        all.byStatus[r.status] += n;
+        t.byStatus[r.status] += n;
+      }
+    } else if (r.k === 'pending' && n > 0) {
+      const age = ageMs(r.age_us);
+      t.oldestUndeliveredAgeMs = older(t.oldestUndeliveredAgeMs, age);
+      all.oldestUndeliveredAgeMs = older(all.oldestUndeliveredAgeMs, age);
+    }
+  }
+  for (const c of [all, ...Object.values(byTopic)]) c.undelivered = c.byStatus.NEW + c.byStatus.IN_FLIGHT;
+
+  const consumed: StatusReport['consumedEvents'] = { total: 0, byConsumerGroup: {} };
+  for (const r of rows.consumed) {
+    if (typeof r.consumer_group !== 'string') continue;
+    const n = count(r.n);
+    const g = (consumed.byConsumerGroup[r.consumer_group] ??= { total: 0, ...zeros(OUTCOMES) });
+    g.total += n;
+    consumed.total += n;
+    if (isOneOf(OUTCOMES, r.outcome)) g[r.outcome] += n;
+  }
+
+  return {
+    generatedAt: now.toISOString(),
+    filter: {
+      topics: filter.topics ? [...filter.topics] : null,
+      consumerGroups: filter.consumerGroups ? [...filter.consumerGroups] : null,
+    },
+    txRecords: tx,
+    inDoubt,
+    outbox: { ...all, dead: all.byStatus.DEAD, byTopic },
+    consumedEvents: consumed,
+  };
+}
