@@ -56,10 +56,7 @@ export {
   rocketMqTxArchiveMigrations,
 } from './store/typeorm/outboxArchiveMigrations';
 export { AddTxRecordCreatedIndex1764634000000 } from './store/typeorm/retentionMigrations';
-export {
-  OutboxEventArchiveEntity,
-  type ArchivedOutboxEvent,
-} from './store/typeorm/outboxArchiveEntities';
+export { OutboxEventArchiveEntity, type ArchivedOutboxEvent } from './store/typeorm/outboxArchiveEntities';
 export type { TransactEvent, BodyEvent, EnvelopeEvent } from './producer/events';
 export {
   TransactionResolution,

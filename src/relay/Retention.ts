@@ -2,7 +2,16 @@ import type { DataSource } from 'typeorm';
 import { dialectFor } from '../store/typeorm/dialect';
 import { requireDataSource } from '../util/clientOptions';
 import { noopLogger, type Logger } from '../util/logger';
-import { optionalFunctionsOf, optionalInt, rejectUnknownKeys, requireObject } from '../util/validate';
+import { InvalidOptionError, StoreError } from '../errors';
+import { ARCHIVED_OUTBOX_COLUMNS } from '../store/typeorm/outboxArchiveMigrations';
+import { OUTBOX_ARCHIVE_TABLE, TypeOrmFactStore } from '../store/typeorm/outboxFacts';
+import {
+  isPlainObject,
+  optionalFunctionsOf,
+  optionalInt,
+  rejectUnknownKeys,
+  requireObject,
+} from '../util/validate';
 
 const DAY = 24 * 3600 * 1000;
 
@@ -22,19 +31,49 @@ export interface RetentionOptions {
    * max(olderThanMs, this) is kept: the fence may still be asked. Default 30 min.
    */
   checkBackHorizonMs?: number;
-  /** Rows per DELETE statement (each a short autocommit statement). Default 1000. */
+  /** Rows per DELETE statement (a short autocommit statement) or per archive transaction. Default 1000. */
   batchSize?: number;
-  /** Upper bound of statements per table in one purge() call. Default 1000. */
+  /** Upper bound of batches per table in one purge() or archive() call. Default 1000. */
   maxBatchesPerTable?: number;
   logger?: Logger;
 }
 
+export type RetentionTable = 'outbox_event' | 'tx_record' | 'consumed_event';
+
 export interface RetentionReport {
+  /** purge: rows deleted; archive: outbox_event rows moved to outbox_event_archive, the rest deleted. */
+  mode: 'purge' | 'archive';
   outboxEvents: number;
   txRecords: number;
   consumedEvents: number;
   batches: number;
   durationMs: number;
+}
+
+/** How many rows are eligible now (a dry run: nothing is changed). */
+export interface RetentionPlan {
+  outboxEvents: number;
+  txRecords: number;
+  consumedEvents: number;
+  durationMs: number;
+}
+
+export interface RetentionProgress {
+  mode: 'purge' | 'archive';
+  table: RetentionTable;
+  /** Rows of this table done so far in this call. */
+  rows: number;
+  batches: number;
+}
+
+export interface RetentionRunOptions {
+  /** Called after each batch. */
+  onProgress?: (progress: RetentionProgress) => void;
+}
+
+/** @internal Test seam: runs inside each archive transaction, after the copy, before the delete. */
+export interface RetentionInternals {
+  beforeArchiveDelete?: (eventIds: readonly string[]) => Promise<void>;
 }
 
 const KNOWN = [
@@ -47,10 +86,21 @@ const KNOWN = [
   'logger',
 ];
 
+const CUTOFF = 'CURRENT_TIMESTAMP(3) - INTERVAL ? MICROSECOND';
+
+/** Which rows may go: one rule per table, shared by purge(), archive() and plan(). */
+interface Eligibility {
+  table: RetentionTable;
+  /** A WHERE clause on the table (unaliased) and its parameters. */
+  where: string;
+  params: unknown[];
+}
+
 /**
- * Purges what nothing can still need, in bounded batches of short statements (never one long
+ * Removes what nothing can still need, in bounded batches of short statements (never one long
  * transaction over the hot tables):
  * - outbox_event: only SENT rows published before the age (NEW, IN_FLIGHT and DEAD stay);
+ *   archive() moves them to outbox_event_archive instead of deleting them;
  * - tx_record: only rows older than max(age, check-back horizon) with no outbox row left that is
  *   not SENT (the fence and the discard reconciliation still read those);
  * - consumed_event: only rows older than their own age (the dedupe window).
@@ -59,8 +109,10 @@ export class Retention {
   private readonly dataSource: DataSource;
   private readonly o: Required<Omit<RetentionOptions, 'dataSource' | 'logger'>>;
   private readonly logger: Logger;
+  private readonly internals: RetentionInternals;
 
-  constructor(options: RetentionOptions) {
+  constructor(options: RetentionOptions, internals: RetentionInternals = {}) {
+    this.internals = internals;
     const raw = requireObject('options', options);
     rejectUnknownKeys('options', raw, KNOWN);
     this.dataSource = requireDataSource(raw.dataSource);
@@ -89,48 +141,167 @@ export class Retention {
       optionalFunctionsOf<Logger>('logger', raw.logger, ['debug', 'info', 'warn', 'error']) ?? noopLogger;
   }
 
-  async purge(): Promise<RetentionReport> {
+  /** The rules, as SQL. Outbox: a SENT row's next_attempt_at is at most one lease after its publish. */
+  private eligibility(): Record<'outbox' | 'tx' | 'consumed', Eligibility> {
+    const us = (ms: number) => ms * 1000;
+    const age = us(this.o.olderThanMs);
+    return {
+      // next_attempt_at keeps it a range read on idx_outbox_status_next (published_at has no index).
+      outbox: {
+        table: 'outbox_event',
+        where: `status = 'SENT' AND next_attempt_at < ${CUTOFF} AND published_at < ${CUTOFF}`,
+        params: [age, age],
+      },
+      tx: {
+        table: 'tx_record',
+        where: `created_at < ${CUTOFF}
+          AND NOT EXISTS (SELECT 1 FROM outbox_event o WHERE o.tx_id = tx_record.tx_id AND o.status <> 'SENT')`,
+        params: [us(Math.max(this.o.olderThanMs, this.o.checkBackHorizonMs))],
+      },
+      consumed: {
+        table: 'consumed_event',
+        where: `consumed_at < ${CUTOFF}`,
+        params: [us(this.o.consumedEventOlderThanMs)],
+      },
+    };
+  }
+
+  /** Deletes every eligible row (SENT outbox rows included). */
+  purge(run: RetentionRunOptions = {}): Promise<RetentionReport> {
+    return this.execute('purge', run);
+  }
+
+  /**
+   * Moves eligible SENT outbox rows to outbox_event_archive (CreateOutboxEventArchive migration):
+   * per batch one short transaction copies and deletes the same keys, so an interrupted run
+   * leaves each row in exactly one of the two tables. tx_record and consumed_event are purged
+   * as by purge() (they have no archive).
+   */
+  archive(run: RetentionRunOptions = {}): Promise<RetentionReport> {
+    return this.execute('archive', run);
+  }
+
+  /** Counts what purge() or archive() would take now; changes nothing. */
+  async plan(): Promise<RetentionPlan> {
+    const started = Date.now();
+    const rules = this.eligibility();
+    const count = async ({ table, where, params }: Eligibility) => {
+      const rows: Array<{ n: number | string }> = await this.dataSource.query(
+        `SELECT COUNT(*) AS n FROM ${table} WHERE ${where}`,
+        params,
+      );
+      return Number(rows[0]?.n ?? 0);
+    };
+    return {
+      outboxEvents: await count(rules.outbox),
+      txRecords: await count(rules.tx),
+      consumedEvents: await count(rules.consumed),
+      durationMs: Date.now() - started,
+    };
+  }
+
+  private async execute(mode: 'purge' | 'archive', run: RetentionRunOptions): Promise<RetentionReport> {
+    if (!isPlainObject(run)) throw new InvalidOptionError('run options', run, 'an object { onProgress? }');
+    const { onProgress } = run as RetentionRunOptions;
+    if (onProgress !== undefined && typeof onProgress !== 'function') {
+      throw new InvalidOptionError('onProgress', onProgress, 'a function');
+    }
+    if (mode === 'archive') await this.requireArchiveTable();
     const started = Date.now();
     const report: RetentionReport = {
+      mode,
       outboxEvents: 0,
       txRecords: 0,
       consumedEvents: 0,
       batches: 0,
       durationMs: 0,
     };
-    const cutoff = 'CURRENT_TIMESTAMP(3) - INTERVAL ? MICROSECOND';
+    const rules = this.eligibility();
+    const progress = (table: RetentionTable) => (rows: number, batches: number) =>
+      onProgress?.({ mode, table, rows, batches });
     // Outbox first, so a settled transaction's tx_record has no row left that holds it back.
     report.outboxEvents = await this.batched(
       report,
-      `DELETE FROM outbox_event WHERE status = 'SENT' AND published_at < ${cutoff} LIMIT ?`,
-      this.o.olderThanMs,
+      mode === 'archive' ? (rule) => this.archiveBatch(rule) : (rule) => this.deleteBatch(rule),
+      rules.outbox,
+      progress('outbox_event'),
     );
     report.txRecords = await this.batched(
       report,
-      `DELETE FROM tx_record WHERE created_at < ${cutoff}
-         AND NOT EXISTS (SELECT 1 FROM outbox_event o WHERE o.tx_id = tx_record.tx_id AND o.status <> 'SENT')
-       LIMIT ?`,
-      Math.max(this.o.olderThanMs, this.o.checkBackHorizonMs),
+      (r) => this.deleteBatch(r),
+      rules.tx,
+      progress('tx_record'),
     );
     report.consumedEvents = await this.batched(
       report,
-      `DELETE FROM consumed_event WHERE consumed_at < ${cutoff} LIMIT ?`,
-      this.o.consumedEventOlderThanMs,
+      (r) => this.deleteBatch(r),
+      rules.consumed,
+      progress('consumed_event'),
     );
     report.durationMs = Date.now() - started;
-    this.logger.info({ ...report }, 'retention purge finished');
+    this.logger.info({ ...report }, `retention ${mode} finished`);
     return report;
   }
 
-  private async batched(report: RetentionReport, sql: string, ageMs: number): Promise<number> {
+  private async batched(
+    report: RetentionReport,
+    batch: (rule: Eligibility) => Promise<number>,
+    rule: Eligibility,
+    onBatch: (rows: number, batches: number) => void,
+  ): Promise<number> {
     let total = 0;
     for (let i = 0; i < this.o.maxBatchesPerTable; i++) {
-      const res: unknown = await this.dataSource.query(sql, [ageMs * 1000, this.o.batchSize]);
-      const affected = Number((res as { affectedRows?: number }).affectedRows ?? 0);
+      const affected = await batch(rule);
       report.batches++;
       total += affected;
+      onBatch(total, i + 1);
       if (affected < this.o.batchSize) break;
     }
     return total;
+  }
+
+  /** One short autocommit DELETE of at most batchSize rows. */
+  private async deleteBatch({ table, where, params }: Eligibility): Promise<number> {
+    const res: unknown = await this.dataSource.query(`DELETE FROM ${table} WHERE ${where} LIMIT ?`, [
+      ...params,
+      this.o.batchSize,
+    ]);
+    return Number((res as { affectedRows?: number }).affectedRows ?? 0);
+  }
+
+  /**
+   * One short transaction: lock a batch of eligible keys (SKIP LOCKED: parallel archivers take
+   * disjoint rows), copy them, delete the same keys. A key already archived (the same eventId is
+   * the same event) is not copied twice.
+   */
+  private async archiveBatch({ where, params }: Eligibility): Promise<number> {
+    return this.dataSource.transaction(async (manager) => {
+      const keys: Array<{ event_id: string }> = await manager.query(
+        `SELECT event_id FROM outbox_event WHERE ${where} LIMIT ? FOR UPDATE SKIP LOCKED`,
+        [...params, this.o.batchSize],
+      );
+      if (keys.length === 0) return 0;
+      const ids = keys.map((k) => k.event_id);
+      const list = ids.map(() => '?').join(', ');
+      const columns = ARCHIVED_OUTBOX_COLUMNS.map((c) => `\`${c}\``).join(', ');
+      await manager.query(
+        `INSERT INTO ${OUTBOX_ARCHIVE_TABLE} (${columns}, archived_at)
+         SELECT ${columns}, CURRENT_TIMESTAMP(3) FROM outbox_event WHERE event_id IN (${list})
+         ON DUPLICATE KEY UPDATE archived_at = ${OUTBOX_ARCHIVE_TABLE}.archived_at`,
+        ids,
+      );
+      if (this.internals.beforeArchiveDelete) await this.internals.beforeArchiveDelete(ids);
+      const res: unknown = await manager.query(`DELETE FROM outbox_event WHERE event_id IN (${list})`, ids);
+      return Number((res as { affectedRows?: number }).affectedRows ?? 0);
+    });
+  }
+
+  private async requireArchiveTable(): Promise<void> {
+    if (await new TypeOrmFactStore(this.dataSource).archiveExists()) return;
+    throw new StoreError(
+      `${OUTBOX_ARCHIVE_TABLE} does not exist: add rocketMqTxArchiveMigrations (CreateOutboxEventArchive1764634100000) to your migrations and run them`,
+      undefined,
+      false,
+    );
   }
 }

@@ -156,7 +156,7 @@ export function resolveFactReconcilerOptions<F extends Fact, C>(
         'a non-empty array of topic names when buildEvent is given',
       );
     }
-    topics = o.topics.map((t: unknown, i: number) => requireResourceName(`topics[${i}]`, t));
+    topics = Array.from(o.topics, (t: unknown, i: number) => requireResourceName(`topics[${i}]`, t));
   } else {
     for (const name of ['producerGroup', 'topics'] as const) {
       if (o[name] !== undefined)

@@ -29,9 +29,11 @@ describe('Retention purge on MariaDB', () => {
     const eventId = uuidv7();
     await ds.query(
       `INSERT INTO outbox_event (event_id, tx_id, topic, \`keys\`, properties, payload, occurred_at, status, attempts, next_attempt_at, published_at)
-       VALUES (?, ?, 'rmqtx_tx_9', '[]', '{}', 'x', CURRENT_TIMESTAMP(3), ?, 0, CURRENT_TIMESTAMP(3),
+       VALUES (?, ?, 'rmqtx_tx_9', '[]', '{}', 'x', CURRENT_TIMESTAMP(3), ?, 0,
+               CURRENT_TIMESTAMP(3) - INTERVAL ? DAY,
                IF(? IS NULL, NULL, CURRENT_TIMESTAMP(3) - INTERVAL ? DAY))`,
-      [eventId, txId, status, publishedDaysAgo, publishedDaysAgo ?? 0],
+      // A SENT row's next_attempt_at is its last claim (+ lease) or insert: about its publish time.
+      [eventId, txId, status, publishedDaysAgo ?? 0, publishedDaysAgo, publishedDaysAgo ?? 0],
     );
     return eventId;
   }

@@ -27,7 +27,10 @@ export const TxRecordEntity = new EntitySchema<TxRecord>({
     createdAt: { name: 'created_at', type: 'datetime', precision: 3, default: () => 'CURRENT_TIMESTAMP(3)' },
     confirmedAt: { name: 'confirmed_at', type: 'datetime', precision: 3, nullable: true },
   },
-  indices: [{ name: 'idx_tx_record_status_confirmed', columns: ['status', 'confirmedAt', 'createdAt'] }],
+  indices: [
+    { name: 'idx_tx_record_status_confirmed', columns: ['status', 'confirmedAt', 'createdAt'] },
+    { name: 'idx_tx_record_created', columns: ['createdAt'] },
+  ],
 });
 
 /** Add these to your DataSource's `entities`. */

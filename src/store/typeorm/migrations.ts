@@ -1,6 +1,7 @@
 import { Table, type MigrationInterface, type QueryRunner } from 'typeorm';
 import { consumerMigrations } from './consumerMigrations';
 import { CreateOutboxEvent1764633900000 } from './outboxMigrations';
+import { AddTxRecordCreatedIndex1764634000000 } from './retentionMigrations';
 
 function isPostgres(queryRunner: QueryRunner): boolean {
   return queryRunner.connection.options.type === 'postgres';
@@ -45,4 +46,5 @@ export const rocketMqTxMigrations = [
   CreateTxRecord1764633600000,
   ...consumerMigrations,
   CreateOutboxEvent1764633900000,
+  AddTxRecordCreatedIndex1764634000000,
 ];
