@@ -259,7 +259,8 @@ async function replay(io: Io, flags: ParsedFlags, filter: Filter): Promise<numbe
       );
     }
   }
-  return report.notDead.length > 0 && !dryRun && report.replayed === 0 ? 1 : 0;
+  // A named event that was not DEAD is a failed request (a typo, or replayed meanwhile): exit 1.
+  return report.notDead.length > 0 ? 1 : 0;
 }
 
 export const deadLetterCommand: Command = {
