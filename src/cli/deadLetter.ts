@@ -22,7 +22,7 @@ export const deadLetterFlags = {
     type: 'string',
     multiple: true,
     value: '<id>',
-    description: 'only these events (comma-separated or repeated)',
+    description: 'only these events (comma-separated)',
   },
   all: { type: 'boolean', description: 'replay: every DEAD row (of --topic, when given)' },
   'dry-run': { type: 'boolean', description: 'replay: show what would be replayed, change nothing' },
