@@ -1,21 +1,77 @@
 #!/usr/bin/env node
 'use strict';
-/** `npm run demo`: ensures the local broker (unless ROCKETMQ_ENDPOINTS is set), then runs samples/orders-demo.ts. */
+/**
+ * `npm run demo`: checks the database (ROCKETMQ_TX_DB_URL, default mysql://root@127.0.0.1:3306/test),
+ * ensures a broker (the local one from Maven jars, unless ROCKETMQ_ENDPOINTS names an existing
+ * proxy), then runs samples/order-service/main.ts: migrations, the order scenario, the
+ * self-checked summary. Exits with the scenario's code (non-zero when a number is wrong).
+ */
 const path = require('node:path');
 const { spawnSync } = require('node:child_process');
+const { URL } = require('node:url');
 const rocketmq = require('./rocketmq');
 
-async function main() {
-  await rocketmq.start();
-  const sample = path.join(__dirname, '..', 'samples', 'orders-demo.ts');
-  const r = spawnSync(process.execPath, ['-r', 'ts-node/register/transpile-only', sample], {
-    stdio: 'inherit',
-    env: { ...process.env, TS_NODE_TRANSPILE_ONLY: '1' },
-  });
-  process.exit(r.status ?? 1);
+const DEFAULT_DB_URL = 'mysql://root@127.0.0.1:3306/test';
+
+function maskUrl(url) {
+  try {
+    const u = new URL(url);
+    if (u.password) u.password = '***';
+    return u.toString();
+  } catch {
+    return url.replace(/\/\/([^:/@]+):[^@]*@/, '//$1:***@');
+  }
 }
 
-main().catch((err) => {
-  console.error(err && err.message ? err.message : err);
-  process.exit(1);
-});
+/** Resolves when the database answers SELECT 1; rejects with a message that says how to point elsewhere. */
+async function checkDatabase(url) {
+  let mysql;
+  try {
+    mysql = require('mysql2/promise');
+  } catch {
+    throw new Error('mysql2 is not installed: run `npm install` first');
+  }
+  let conn;
+  try {
+    conn = await mysql.createConnection({ uri: url, connectTimeout: 5000 });
+    await conn.query('SELECT 1');
+  } catch (err) {
+    const why = err && err.message ? err.message : String(err);
+    throw new Error(
+      `cannot reach MySQL/MariaDB at ${maskUrl(url)}: ${why.split(url).join(maskUrl(url))}\n` +
+        '  Start one (e.g. `docker compose -f docker/docker-compose.yml up -d mysql`), or point the demo at yours:\n' +
+        '  ROCKETMQ_TX_DB_URL=mysql://user:password@host:3306/database npm run demo',
+    );
+  } finally {
+    if (conn) await conn.end().catch(() => {});
+  }
+}
+
+async function main() {
+  const t0 = Date.now();
+  const dbUrl = process.env.ROCKETMQ_TX_DB_URL || DEFAULT_DB_URL;
+  await checkDatabase(dbUrl);
+  console.log(`[demo] database ${maskUrl(dbUrl)} answers`);
+  const broker = await rocketmq.start();
+  console.log(`[demo] broker ${broker.endpoints} ready in ${((Date.now() - t0) / 1000).toFixed(1)} s`);
+  const sample = path.join(__dirname, '..', 'samples', 'order-service', 'main.ts');
+  const r = spawnSync(process.execPath, ['-r', 'ts-node/register/transpile-only', sample], {
+    stdio: 'inherit',
+    env: {
+      ...process.env,
+      TS_NODE_TRANSPILE_ONLY: '1',
+      ROCKETMQ_ENDPOINTS: broker.endpoints,
+      ROCKETMQ_TX_DB_URL: dbUrl,
+    },
+  });
+  console.log(`[demo] finished in ${((Date.now() - t0) / 1000).toFixed(1)} s (exit ${r.status ?? r.signal})`);
+  return r.status ?? 1;
+}
+
+main().then(
+  (code) => process.exit(code),
+  (err) => {
+    console.error(`[demo] ${err && err.message ? err.message : err}`);
+    process.exit(1);
+  },
+);
