@@ -90,7 +90,7 @@ export function databaseError(target: DbTarget, err: unknown): CliError {
   if (code !== undefined && UNREACHABLE.has(code)) {
     return new CliError(`cannot reach the database at ${target.display}: ${detail}`, err);
   }
-  if (code === 'ER_ACCESS_DENIED_ERROR' || code === 'ER_DBACCESS_DENIED_ERROR') {
+  if (code !== undefined && /^ER_(DB)?ACCESS_DENIED/.test(code)) {
     return new CliError(`the database at ${target.display} refused the login: ${detail}`, err);
   }
   if (code === 'ER_BAD_DB_ERROR') {
@@ -138,6 +138,21 @@ export function openDatabase(
   options: { poolSize?: number; connectTimeoutMs?: number } = {},
 ): Promise<DataSource> {
   return connect(target, createDataSource(target, options));
+}
+
+/** Fails fast, with the migrations advice, when a table the command needs is missing. */
+export async function requireTables(
+  target: DbTarget,
+  ds: DataSource,
+  tables: readonly string[],
+): Promise<void> {
+  for (const table of tables) {
+    try {
+      await ds.query(`SELECT 1 FROM ${table} WHERE 1 = 0`);
+    } catch (err) {
+      throw databaseError(target, err);
+    }
+  }
 }
 
 /** Connects ds, runs fn and always closes it; database errors become one-line CliErrors. */

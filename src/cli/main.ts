@@ -1,7 +1,7 @@
 #!/usr/bin/env node
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { InvalidOptionError } from '../errors';
+import { InvalidOptionError, RocketMqTxError } from '../errors';
 import { helpText, parseFlags, UsageError, type Command, type CommandContext } from './args';
 import { CliError, describeError, errorStacks, type Io } from './output';
 
@@ -104,7 +104,9 @@ export async function main(argv: readonly string[], ctx: CommandContext): Promis
     const line = err instanceof CliError ? err.message : describeError(err);
     io.stderr.write(`rocketmq-tx ${name}: ${line}\n`);
     if (verbose) io.stderr.write(`${errorStacks(err)}\n`);
-    else if (!(err instanceof CliError)) io.stderr.write('(run with --verbose for the stack trace)\n');
+    else if (!(err instanceof CliError || err instanceof RocketMqTxError)) {
+      io.stderr.write('(run with --verbose for the stack trace)\n');
+    }
     return EXIT_FAILURE;
   }
 }

@@ -91,18 +91,30 @@ export function errorStacks(err: unknown): string {
  * A pino-shaped logger on stderr for the library components a command runs: warnings and errors
  * always, info and debug with --verbose. The SDK never logs credentials; URLs are masked anyway.
  */
-export function stderrLogger(io: Io, verbose: boolean): Logger {
-  const write = (level: string, fields: Record<string, unknown>, message: string) => {
+export function stderrLogger(io: Io, verbose: boolean, repeatWindowMs = 30_000): Logger {
+  // The same warning every poll (a missing table, a database outage) is printed once per window;
+  // errors (an event that became DEAD) always.
+  const seen = new Map<string, { at: number; suppressed: number }>();
+  const write = (level: string, fields: Record<string, unknown>, message: string, dedupe = true) => {
+    const key = `${level} ${message}`;
+    const now = Date.now();
+    const last = seen.get(key);
+    if (dedupe && last && now - last.at < repeatWindowMs) {
+      last.suppressed++;
+      return;
+    }
+    const again = last && last.suppressed > 0 ? ` (and ${last.suppressed} more like it since)` : '';
+    seen.set(key, { at: now, suppressed: 0 });
     const extra = Object.keys(fields).length > 0 ? ` ${safeJson(fields)}` : '';
-    io.stderr.write(maskSecrets(`${new Date().toISOString()} ${level} ${message}${extra}`) + '\n');
+    io.stderr.write(maskSecrets(`${new Date(now).toISOString()} ${level} ${message}${extra}${again}`) + '\n');
   };
   // The RocketMQ client's own retry chatter only with --verbose; the SDK's warnings always.
   const shown = (f: Record<string, unknown>) => verbose || f.component !== 'rocketmq-client';
   return {
-    debug: (f, m) => verbose && write('debug', f, m),
-    info: (f, m) => verbose && write('info', f, m),
+    debug: (f, m) => verbose && write('debug', f, m, false),
+    info: (f, m) => verbose && write('info', f, m, false),
     warn: (f, m) => shown(f) && write('warn', f, m),
-    error: (f, m) => shown(f) && write('error', f, m),
+    error: (f, m) => shown(f) && write('error', f, m, false),
   };
 }
 

@@ -12,9 +12,17 @@ import {
   topicsFlag,
   UsageError,
   type Command,
+  type CommandContext,
   type ParsedFlags,
 } from './args';
-import { BROKER_FLAGS, connect, createDataSource, resolveBrokerTarget, resolveDbTarget } from './connection';
+import {
+  BROKER_FLAGS,
+  connect,
+  createDataSource,
+  requireTables,
+  resolveBrokerTarget,
+  resolveDbTarget,
+} from './connection';
 import { CliError, describeError, note, printJson, stderrLogger, type Io } from './output';
 
 const ANY_MS = { minMs: 0, maxMs: Number.MAX_SAFE_INTEGER };
@@ -182,7 +190,7 @@ function statsLine(s: RelayStats, last: RelayStats | undefined): string {
 }
 
 /** Resolves with the first signal; a second one calls onSecond. */
-function waitForStop(ctx: Parameters<Command['run']>[1], onSecond: (signal: string) => void) {
+function waitForStop(ctx: CommandContext, onSecond: (signal: string) => void) {
   let first: string | undefined;
   let resolve!: (signal: string) => void;
   const stopped = new Promise<string>((r) => (resolve = r));
@@ -195,7 +203,7 @@ function waitForStop(ctx: Parameters<Command['run']>[1], onSecond: (signal: stri
   return { stopped, remove };
 }
 
-async function runRelay(io: Io, ctx: Parameters<Command['run']>[1], flags: ParsedFlags): Promise<number> {
+async function runRelay(io: Io, ctx: CommandContext, flags: ParsedFlags): Promise<number> {
   const plan = planRelay(flags, io.env);
   const target = resolveDbTarget(flags, io.env);
   const verbose = boolFlag(flags, 'verbose');
@@ -216,6 +224,7 @@ async function runRelay(io: Io, ctx: Parameters<Command['run']>[1], flags: Parse
     }
     await connect(target, ds);
     try {
+      await requireTables(target, ds, ['outbox_event', 'tx_record']);
       const started = await Promise.race([relay.start().then(() => true), stopped.then(() => false)]).catch(
         (err: unknown) => {
           if (err instanceof BrokerUnavailableError) {

@@ -178,6 +178,23 @@ describe('rocketmq-tx CLI as a child process (real MariaDB and broker)', () => {
       new RegExp(`^rocketmq-tx relay: cannot reach the RocketMQ proxy at 127\\.0\\.0\\.1:${port}: `),
     );
     expect(broker.stderr).not.toMatch(/\n\s+at /);
+
+    const empty = `rmqtx_scratch_cli_${RUN}_empty`;
+    await ds.query(`CREATE DATABASE ${empty}`);
+    try {
+      const noTables = await cli(['relay', '--topics', NORMAL], {
+        ROCKETMQ_TX_DB_URL: DB_URL.replace(/\/[^/]*$/, `/${empty}`),
+      });
+      expect(noTables.code).toBe(1);
+      expect(noTables.stderr).toMatch(
+        new RegExp(
+          `^rocketmq-tx relay: ER_NO_SUCH_TABLE: Table '${empty}\\.outbox_event' doesn't exist .*run the SDK migrations`,
+        ),
+      );
+      expect(noTables.stderr.trimEnd().split('\n')).toHaveLength(1);
+    } finally {
+      await ds.query(`DROP DATABASE IF EXISTS ${empty}`);
+    }
   });
 
   it('status counts exactly the rows of a topic, by table and state, with in-doubt transactions and ages', async () => {

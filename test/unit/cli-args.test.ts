@@ -11,7 +11,7 @@ import {
   type FlagSpecs,
 } from '../../src/cli/args';
 import { resolveBrokerTarget, resolveDbTarget } from '../../src/cli/connection';
-import { describeError, formatAge, maskSecrets, renderTable } from '../../src/cli/output';
+import { describeError, formatAge, maskSecrets, renderTable, stderrLogger } from '../../src/cli/output';
 import { planRelay } from '../../src/cli/relay';
 import { InvalidOptionError, StoreError } from '../../src/errors';
 
@@ -268,5 +268,28 @@ describe('CLI output', () => {
     expect(describeError(e)).toBe(
       'status: the tx_record query failed for mysql://u:***@h/d: connect ECONNREFUSED 127.0.0.1:1 more',
     );
+  });
+
+  it('logs warnings to stderr once per window, errors always, info only when verbose, URLs masked', () => {
+    let err = '';
+    const io = { stdout: { write: () => true }, stderr: { write: (t: string) => (err += t) }, env: {} };
+    const log = stderrLogger(io, false, 60_000);
+    for (let i = 0; i < 5; i++) log.warn({ errCode: 'ER_NO_SUCH_TABLE' }, 'outbox claim failed');
+    log.error({ eventId: 'a' }, 'outbox event is DEAD');
+    log.error({ eventId: 'b' }, 'outbox event is DEAD');
+    log.info({}, 'relay started');
+    log.warn({ component: 'rocketmq-client' }, 'route retry');
+    log.warn({ url: 'mysql://u:pw@h/d' }, 'other');
+    const lines = err.trimEnd().split('\n');
+    expect(lines).toHaveLength(4);
+    expect(lines[0]).toMatch(/ warn outbox claim failed \{"errCode":"ER_NO_SUCH_TABLE"\}$/);
+    expect(lines[1]).toMatch(/ error outbox event is DEAD \{"eventId":"a"\}$/);
+    expect(lines[2]).toMatch(/ error outbox event is DEAD \{"eventId":"b"\}$/);
+    expect(lines[3]).toMatch(/ warn other \{"url":"mysql:\/\/u:\*\*\*@h\/d"\}$/);
+    err = '';
+    const verbose = stderrLogger(io, true, 0);
+    verbose.info({}, 'relay started');
+    verbose.warn({ component: 'rocketmq-client' }, 'route retry');
+    expect(err.trimEnd().split('\n')).toHaveLength(2);
   });
 });
