@@ -71,6 +71,28 @@ export interface ScenarioReport {
   producerStats: ProducerStats;
   consumerStats: ConsumerStats;
   relayStats: RelayStats;
+  /** What the run did and saw; {@link selfCheck} compares it with the database. */
+  facts: RunFacts;
+}
+
+/** What a run did and what its components reported, for {@link selfCheck}. */
+export interface RunFacts {
+  startedAt: number;
+  counts: { checkout: number; import: number; rejected: number };
+  skus: string[];
+  topics: string[];
+  consumerGroup: string;
+  /** Every order that must be delivered: the committed ones and the crashed one. */
+  expected: Placed[];
+  committed: Placed[];
+  rejected: Placed[];
+  crashed: Placed;
+  /** The imported order whose event was re-sent as a duplicate. */
+  dupTarget: Placed | undefined;
+  outcomes: ConsumeOutcome[];
+  checkBacks: CheckBackOutcome[];
+  producerStats: ProducerStats;
+  finalUndelivered: { count: number; oldestMs: number };
 }
 
 type Kind = 'checkout' | 'import' | 'rejected' | 'crash';
@@ -78,7 +100,7 @@ interface Step {
   kind: Kind;
   order: PlaceOrder;
 }
-interface Placed {
+export interface Placed {
   placedAt: number;
   orderId: string;
   txId: string;
@@ -343,17 +365,12 @@ export async function runScenario(options: ScenarioOptions): Promise<ScenarioRep
     const producerStats = producer.stats;
     const consumerStats = consumer.stats;
     const relayStats = { ...relay.stats };
-    const status = await collectStatus(ds, { topics, consumerGroups: [options.consumerGroup] });
-    const older = await olderUndelivered(ds, topics, expectedIds);
-    const db = await inspect(ds, {
-      expected,
-      rejected,
-      skus,
-      consumerGroup: options.consumerGroup,
-      crashTxId: crashed.txId,
-    });
-    const rows = buildRows({
+    const facts: RunFacts = {
+      startedAt: t0,
       counts,
+      skus,
+      topics,
+      consumerGroup: options.consumerGroup,
       expected,
       committed,
       rejected,
@@ -362,18 +379,10 @@ export async function runScenario(options: ScenarioOptions): Promise<ScenarioRep
       outcomes,
       checkBacks,
       producerStats,
-      db,
       finalUndelivered,
-      status,
-      older,
-      runMs: Date.now() - t0,
-    });
-    const failures = [
-      ...problems,
-      ...rows
-        .filter((r) => !r.ok)
-        .map((r) => `${r.metric}: expected ${r.expected}; observed ${r.observed}; database ${r.database}`),
-    ];
+    };
+    const { rows, failures: wrong } = await selfCheck(ds, facts);
+    const failures = [...problems, ...wrong];
     return {
       runId,
       tag,
@@ -392,6 +401,7 @@ export async function runScenario(options: ScenarioOptions): Promise<ScenarioRep
       producerStats,
       consumerStats,
       relayStats,
+      facts,
     };
   } finally {
     killChild?.();
@@ -555,6 +565,31 @@ async function undelivered(
   return { count: waiting.length, oldestMs: waiting.length ? Date.now() - Math.min(...waiting) : 0 };
 }
 
+/**
+ * Compares every number of a run with what the scenario expects and with the database; a row
+ * per metric, and a failure line naming each wrong one. Read-only.
+ */
+export async function selfCheck(
+  ds: DataSource,
+  facts: RunFacts,
+): Promise<{ rows: SummaryRow[]; failures: string[] }> {
+  const expectedIds = facts.expected.map((p) => p.eventId);
+  const status = await collectStatus(ds, { topics: facts.topics, consumerGroups: [facts.consumerGroup] });
+  const older = await olderUndelivered(ds, facts.topics, expectedIds);
+  const db = await inspect(ds, {
+    expected: facts.expected,
+    rejected: facts.rejected,
+    skus: facts.skus,
+    consumerGroup: facts.consumerGroup,
+    crashTxId: facts.crashed.txId,
+  });
+  const rows = buildRows({ ...facts, db, status, older, runMs: Date.now() - facts.startedAt });
+  const failures = rows
+    .filter((r) => !r.ok)
+    .map((r) => `${r.metric}: expected ${r.expected}; observed ${r.observed}; database ${r.database}`);
+  return { rows, failures };
+}
+
 /** NEW or IN_FLIGHT rows on these topics that are not this run's (left by earlier, interrupted runs). */
 async function olderUndelivered(ds: DataSource, topics: string[], runEventIds: string[]): Promise<number> {
   const [row] = await ds.query(
@@ -637,22 +672,14 @@ async function inspect(
   };
 }
 
-function buildRows(x: {
-  counts: { checkout: number; import: number; rejected: number };
-  expected: Placed[];
-  committed: Placed[];
-  rejected: Placed[];
-  crashed: Placed;
-  dupTarget: Placed | undefined;
-  outcomes: ConsumeOutcome[];
-  checkBacks: CheckBackOutcome[];
-  producerStats: ProducerStats;
-  db: DbFacts;
-  finalUndelivered: { count: number; oldestMs: number };
-  status: StatusReport;
-  older: number;
-  runMs: number;
-}): SummaryRow[] {
+function buildRows(
+  x: RunFacts & {
+    db: DbFacts;
+    status: StatusReport;
+    older: number;
+    runMs: number;
+  },
+): SummaryRow[] {
   const { counts, expected, rejected, crashed, dupTarget, outcomes, checkBacks, db, older } = x;
   const C = expected.length;
   const expectedIds = new Set(expected.map((p) => p.eventId));
