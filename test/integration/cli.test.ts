@@ -339,7 +339,7 @@ describe('rocketmq-tx CLI as a child process (real MariaDB and broker)', () => {
     const tx = await new Collector(TX).start();
     try {
       const ids = await insert([
-        ...Array.from({ length: 300 }, () => outboxEvent(NORMAL, 'NEW')),
+        ...Array.from({ length: 600 }, () => outboxEvent(NORMAL, 'NEW')),
         ...Array.from({ length: 4 }, () => outboxEvent(TX, 'NEW')),
       ]);
       const relayArgs = (id: string) => [
@@ -390,10 +390,14 @@ describe('rocketmq-tx CLI as a child process (real MariaDB and broker)', () => {
       );
 
       const second = start(relayArgs(`cli-it-${RUN}-2`));
-      await waitFor(async () => (await sentOf()) === ids.length, {
-        timeoutMs: 120_000,
-        description: `all ${ids.length} rows SENT by the second relay`,
-      });
+      // Started too, so the signal meets a running relay (the first may have sent everything).
+      await waitFor(
+        async () => /relay cli-it-\w+-2 started/.test(second.out.stderr) && (await sentOf()) === ids.length,
+        {
+          timeoutMs: 120_000,
+          description: `all ${ids.length} rows SENT by the second relay`,
+        },
+      );
       second.child.kill('SIGINT');
       const r2 = await second.done;
       expect(r2.code).toBe(0);
@@ -403,8 +407,8 @@ describe('rocketmq-tx CLI as a child process (real MariaDB and broker)', () => {
       expect([...state.values()].every((r) => r.status === 'SENT' && r.lease_owner === null)).toBe(true);
       await waitFor(
         () =>
-          ids.slice(0, 300).every((id) => normal.withProperty('EVENT_ID', id).length > 0) &&
-          ids.slice(300).every((id) => tx.withProperty('EVENT_ID', id).length > 0),
+          ids.slice(0, 600).every((id) => normal.withProperty('EVENT_ID', id).length > 0) &&
+          ids.slice(600).every((id) => tx.withProperty('EVENT_ID', id).length > 0),
         { timeoutMs: 60_000, description: 'every relayed event on the broker' },
       );
       expect(tx.withProperty('CLI_RUN', RUN).every((m) => m.topic === TX)).toBe(true);
