@@ -259,7 +259,15 @@ async function runRelay(io: Io, ctx: CommandContext, flags: ParsedFlags): Promis
       const signal = await stopped;
       if (timer) clearInterval(timer);
       note(io, `relay ${relay.relayId}: ${signal}: no new claims; finishing in-flight sends`);
-      const code = await Promise.race([relay.shutdown().then(() => 0), forcedExit]);
+      // The rows are finished when the loop is; a broker client that will not close (proxy down) is only reported.
+      const closed = relay.shutdown().then(
+        () => 0,
+        (err: unknown) => {
+          note(io, `relay ${relay.relayId}: closing the broker client failed: ${describeError(err)}`);
+          return 0;
+        },
+      );
+      const code = await Promise.race([closed, forcedExit]);
       if (code !== 0) return code;
       note(io, `relay ${relay.relayId} stopped: ${statsLine(relay.stats, undefined)}`);
       if (boolFlag(flags, 'json'))
