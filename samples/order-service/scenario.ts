@@ -35,6 +35,11 @@ export interface ScenarioOptions {
   /** NORMAL topic of imported orders (outbox relay). */
   eventsTopic: string;
   producerGroup: string;
+  /**
+   * Prefix of the inventory consumer's group; the run id is appended. Runs must not share a
+   * group: a long poll left open by the previous run's consumer would pop this run's messages
+   * and, its tag filter not matching, skip them for the group.
+   */
   consumerGroup: string;
   /** Orders committed with transactional messages by the surviving producer. Default 6. */
   checkoutOrders?: number;
@@ -130,6 +135,7 @@ export async function runScenario(options: ScenarioOptions): Promise<ScenarioRep
   const tag = `run_${runId}`;
   const skus = [`widget-${runId}`, `gadget-${runId}`];
   const topics = [options.txTopic, options.eventsTopic];
+  const consumerGroup = `${options.consumerGroup}_${runId}`;
   const plan = planSteps(runId, skus, counts);
 
   const sdkLogger: Logger = {
@@ -158,7 +164,8 @@ export async function runScenario(options: ScenarioOptions): Promise<ScenarioRep
     // --- what the components report ---------------------------------------------------------
     const outcomes: ConsumeOutcome[] = [];
     const checkBacks: CheckBackOutcome[] = [];
-    const orderOfEvent = new Map<string, string>();
+    let crashInfo: { txId: string; killedAt: number } | undefined;
+    let forcedDuplicate: string | undefined;
     const onOutcome = (o: ConsumeOutcome) => {
       outcomes.push(o);
       if (!('envelope' in o)) {
@@ -173,7 +180,10 @@ export async function runScenario(options: ScenarioOptions): Promise<ScenarioRep
         );
       } else if (o.kind === 'DUPLICATE') {
         log(
-          `inventory: DUPLICATE of event ${o.envelope.eventId} (${data.orderId}) ignored: acked, handler not called`,
+          `inventory: DUPLICATE of event ${o.envelope.eventId} (${data.orderId}) ignored: acked, handler not called ` +
+            (o.envelope.eventId === forcedDuplicate
+              ? '(the forced one)'
+              : '(a broker redelivery: at least once)'),
         );
       } else {
         log(`inventory: ${o.kind} for ${data.orderId} (attempt ${o.deliveryAttempt}); redelivered later`);
@@ -181,8 +191,12 @@ export async function runScenario(options: ScenarioOptions): Promise<ScenarioRep
     };
     const onResolved = (c: CheckBackOutcome) => {
       checkBacks.push(c);
+      const why =
+        crashInfo && c.txId === crashInfo.txId
+          ? `the crashed instance's transaction, ${((Date.now() - crashInfo.killedAt) / 1000).toFixed(1)} s after the kill`
+          : 'a transaction of this instance: the broker checked although EndTransaction was sent';
       log(
-        `check-back: tx ${c.txId ?? '(no TX_ID)'} answered ${c.resolution} by this producer in ${c.durationMs} ms`,
+        `check-back: tx ${c.txId ?? '(no TX_ID)'} answered ${c.resolution} by this producer in ${c.durationMs} ms (${why})`,
       );
     };
 
@@ -190,7 +204,7 @@ export async function runScenario(options: ScenarioOptions): Promise<ScenarioRep
     const consumer = createInventoryConsumer({
       endpoints: options.endpoints,
       dataSource: ds,
-      consumerGroup: options.consumerGroup,
+      consumerGroup,
       subscriptions: [
         { topic: options.txTopic, tag },
         { topic: options.eventsTopic, tag },
@@ -223,7 +237,7 @@ export async function runScenario(options: ScenarioOptions): Promise<ScenarioRep
     killChild = child.kill;
     await Promise.all([consumer.start(), producer.start(), relay.start(), child.ready]);
     log(
-      `started: inventory consumer (group ${options.consumerGroup}), order-service producer ` +
+      `started: inventory consumer (group ${consumerGroup}), order-service producer ` +
         `(group ${options.producerGroup}), outbox relay, and a second order-service instance (pid ${child.pid}, same group)`,
     );
 
@@ -261,7 +275,7 @@ export async function runScenario(options: ScenarioOptions): Promise<ScenarioRep
           pid: child.pid,
           killedAt,
         };
-        orderOfEvent.set(crash.eventId, order.id);
+        crashInfo = { txId, killedAt };
         log(
           `crash: pid ${child.pid} killed; database: order ${order.id} present, tx_record ${txId} = ` +
             `${row?.status}/${row?.resolved_by}, its event ${row?.outbox_status}; the half message waits for a check-back`,
@@ -271,7 +285,6 @@ export async function runScenario(options: ScenarioOptions): Promise<ScenarioRep
       try {
         const placedAt = Date.now();
         const placed = await service.placeOrder(order);
-        orderOfEvent.set(placed.eventId, order.id);
         const how = order.channel === 'checkout' ? 'transactional message' : 'outbox row for the relay';
         const retried = placed.attempts > 1 ? `, fenced and retried: ${placed.attempts} attempts` : '';
         log(`order ${order.id} committed (${order.qty} x ${order.sku}, ${how}${retried}) tx ${placed.txId}`);
@@ -330,6 +343,7 @@ export async function runScenario(options: ScenarioOptions): Promise<ScenarioRep
         );
         if (res.affectedRows === 1) {
           resentAt = Date.now();
+          forcedDuplicate = dupTarget.eventId;
           log(
             `duplicate: outbox row of ${dupTarget.orderId} (event ${dupTarget.eventId}) set SENT -> NEW; the relay sends it again`,
           );
@@ -370,7 +384,7 @@ export async function runScenario(options: ScenarioOptions): Promise<ScenarioRep
       counts,
       skus,
       topics,
-      consumerGroup: options.consumerGroup,
+      consumerGroup,
       expected,
       committed,
       rejected,
@@ -777,8 +791,8 @@ function buildRows(
     ),
     row(
       'duplicates ignored',
-      `>= 1 (1 forced: ${dupTarget?.orderId ?? '-'} re-sent by the relay)`,
-      `${totalDup} (forced one: ${forcedDup})`,
+      `>= 1: the forced one (${dupTarget?.orderId ?? '-'} re-sent by the relay) + broker redeliveries`,
+      `${totalDup}: forced ${forcedDup}, broker ${totalDup - forcedDup}`,
       `${dupReservations} reservation for ${dupTarget?.orderId ?? '-'}`,
       forcedDup >= 1 && dupReservations === 1 && [...dupCount.keys()].every((id) => expectedIds.has(id)),
     ),
