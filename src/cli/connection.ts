@@ -110,17 +110,25 @@ export function createDataSource(
   target: DbTarget,
   options: { poolSize?: number; connectTimeoutMs?: number } = {},
 ): DataSource {
-  return new DataSource({
-    type: target.type,
-    host: target.host,
-    port: target.port,
-    username: target.username,
-    ...(target.password !== undefined ? { password: target.password } : {}),
-    database: target.database,
-    poolSize: options.poolSize ?? 4,
-    connectTimeout: options.connectTimeoutMs ?? 10_000,
-    logging: false,
-  });
+  try {
+    return new DataSource({
+      type: target.type,
+      host: target.host,
+      port: target.port,
+      username: target.username,
+      ...(target.password !== undefined ? { password: target.password } : {}),
+      database: target.database,
+      poolSize: options.poolSize ?? 4,
+      connectTimeout: options.connectTimeoutMs ?? 10_000,
+      logging: false,
+    });
+  } catch (err) {
+    // TypeORM loads the driver here; its own message names the wrong package ("mysql").
+    if (err instanceof Error && err.name === 'DriverPackageNotInstalledError') {
+      throw new CliError('the mysql2 driver is not installed next to rocketmq-tx: npm install mysql2', err);
+    }
+    throw err;
+  }
 }
 
 /** Connects; a failure becomes one line naming the masked DSN. */
