@@ -10,7 +10,7 @@
 import * as fs from 'node:fs';
 import * as readline from 'node:readline';
 import { EventSubscriber, type EntitySubscriberInterface, type TransactionCommitEvent } from 'typeorm';
-import { TransactionalProducer } from '../../src'; // 'rocketmq-tx'
+import { TransactionalProducer, TransactionResolution } from '../../src'; // 'rocketmq-tx'
 import { createDataSource, DEFAULT_DB_URL } from './database';
 import { OrderService, type PlaceOrder } from './orderService';
 
@@ -46,6 +46,9 @@ async function main(): Promise<void> {
     producerGroup,
     topics: [txTopic],
     startTimeoutMs: 30_000,
+    // This instance is about to die: it answers no check-back (UNKNOWN sends no reply), so even a
+    // check-back that reaches it before the kill is left to the surviving instance.
+    checkBack: { resolver: { resolve: async () => TransactionResolution.UNKNOWN }, resolverScope: 'all' },
   });
   await producer.start();
   const service = new OrderService(producer, { txTopic, eventsTopic, tag });
