@@ -35,6 +35,16 @@ export async function ensureSchema(ds: DataSource): Promise<void> {
            created_at DATETIME(3) NOT NULL DEFAULT CURRENT_TIMESTAMP(3)
          )`,
       );
+      // The consumer tests' effect table (consumer.test.ts, consumer-crash.test.ts, consumer-child.ts).
+      await qr.query(
+        `CREATE TABLE IF NOT EXISTS test_consumer_effect (
+           id BIGINT AUTO_INCREMENT PRIMARY KEY,
+           consumer_group VARCHAR(255) NOT NULL,
+           aggregate_id VARCHAR(128) NOT NULL,
+           aggregate_version BIGINT NOT NULL,
+           event_id CHAR(36) NOT NULL
+         )`,
+      );
     } finally {
       await qr.query("SELECT RELEASE_LOCK('rocketmq_tx_test_schema')");
     }
