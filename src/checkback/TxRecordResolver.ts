@@ -1,7 +1,13 @@
 import type { TxRecordStore } from '../store/ports';
+import type { CheckBackDecision, DecidedResolution } from './CheckBackDispatcher';
 import { errorFields, noopLogger, type Logger } from '../util/logger';
 import { isUuid } from '../util/uuidv7';
-import { TransactionResolution, type CheckBackMessage, type CheckBackResolver } from './resolution';
+import {
+  EVENT_ID_PROPERTY,
+  TransactionResolution,
+  type CheckBackMessage,
+  type CheckBackResolver,
+} from './resolution';
 
 export interface TxRecordResolverOptions {
   producerGroup: string;
@@ -16,7 +22,7 @@ export interface TxRecordResolverOptions {
  */
 export class TxRecordResolver implements CheckBackResolver {
   private readonly logger: Logger;
-  private readonly inFlight = new Map<string, Promise<TransactionResolution>>();
+  private readonly inFlight = new Map<string, Promise<DecidedResolution>>();
 
   constructor(
     private readonly store: TxRecordStore,
@@ -26,17 +32,31 @@ export class TxRecordResolver implements CheckBackResolver {
   }
 
   resolve(message: CheckBackMessage): Promise<TransactionResolution> {
+    return this.resolveDecision(message).then((d) => d.resolution);
+  }
+
+  /** Like resolve(), and says how the answer was decided (CheckBackOutcome.decidedBy, metrics). */
+  resolveDecision(message: CheckBackMessage): Promise<DecidedResolution> {
     const { txId, origin } = message;
-    if (txId === undefined) return Promise.resolve(TransactionResolution.UNKNOWN);
+    if (txId === undefined) return unknown('no_tx_id');
     // Wrong-service guard: another service's half message; only its owner may decide it.
-    if (origin !== this.options.producerGroup) return Promise.resolve(TransactionResolution.UNKNOWN);
+    if (origin !== this.options.producerGroup) return unknown('foreign_origin');
     // A forged or malformed TX_ID is never ours: no tombstone, no answer.
     if (!isUuid(txId)) {
       this.logger.warn(
         { topic: message.topic, messageId: message.messageId },
         'check-back with a malformed TX_ID',
       );
-      return Promise.resolve(TransactionResolution.UNKNOWN);
+      return unknown('malformed');
+    }
+    // Our half messages carry a UUID EVENT_ID: a malformed one was not sent by rocketmq-tx.
+    const eventId = message.properties[EVENT_ID_PROPERTY];
+    if (eventId !== undefined && !isUuid(eventId)) {
+      this.logger.warn(
+        { topic: message.topic, messageId: message.messageId, txId },
+        'check-back with a malformed EVENT_ID',
+      );
+      return unknown('malformed');
     }
     // One fence per txId at a time on this instance: a multi-event transaction is checked once per message.
     const pending = this.inFlight.get(txId);
@@ -46,7 +66,7 @@ export class TxRecordResolver implements CheckBackResolver {
     return run;
   }
 
-  private async decide(txId: string, topic: string): Promise<TransactionResolution> {
+  private async decide(txId: string, topic: string): Promise<DecidedResolution> {
     const outcome = await this.store.fence(
       { txId, producerGroup: this.options.producerGroup, topic, eventCount: 0 },
       this.options.lockWaitTimeoutMs,
@@ -54,17 +74,30 @@ export class TxRecordResolver implements CheckBackResolver {
     switch (outcome.kind) {
       case 'FENCED':
         this.logger.info({ txId, topic }, 'check-back fenced a transaction with no tx_record: ROLLBACK');
-        return TransactionResolution.ROLLBACK;
+        return { resolution: TransactionResolution.ROLLBACK, decidedBy: 'fenced' };
       case 'COMMITTED':
-        return TransactionResolution.COMMIT;
+        return { resolution: TransactionResolution.COMMIT, decidedBy: 'row_found' };
       case 'ROLLED_BACK':
-        return TransactionResolution.ROLLBACK;
+        return { resolution: TransactionResolution.ROLLBACK, decidedBy: 'row_found' };
       case 'UNDECIDED':
         this.logger.warn(
           { txId, topic, reason: outcome.reason, ...errorFields(outcome.error) },
           'check-back undecided; the broker will ask again',
         );
-        return TransactionResolution.UNKNOWN;
+        return {
+          resolution: TransactionResolution.UNKNOWN,
+          decidedBy: UNDECIDED_REASONS[outcome.reason],
+        };
     }
   }
+}
+
+const UNDECIDED_REASONS: Record<'LOCK_WAIT_TIMEOUT' | 'DEADLOCK' | 'DATABASE_ERROR', CheckBackDecision> = {
+  LOCK_WAIT_TIMEOUT: 'lock_timeout',
+  DEADLOCK: 'deadlock',
+  DATABASE_ERROR: 'error',
+};
+
+function unknown(decidedBy: CheckBackDecision): Promise<DecidedResolution> {
+  return Promise.resolve({ resolution: TransactionResolution.UNKNOWN, decidedBy });
 }

@@ -1,6 +1,10 @@
 import type { InboundMessage } from '../broker/consumerGateway';
 import { checkData, parseEnvelope, type Envelope } from '../envelope/envelope';
 import { InvalidMessageError } from '../errors';
+import { EVENT_ID_PROPERTY, TX_ID_PROPERTY, TX_ORIGIN_PROPERTY } from '../checkback/resolution';
+import { AGGREGATE_ID_PROPERTY, EVENT_TYPE_PROPERTY } from '../envelope/envelope';
+import { RESOURCE_NAME_RE } from '../util/clientOptions';
+import { isUuid } from '../util/uuidv7';
 import type { HandlerRegistry } from './handlers';
 import type { ConsumedRow, InboxStore } from './inbox';
 import type { GapPolicy, UnknownEventTypePolicy } from './options';
@@ -43,6 +47,8 @@ export class MessageProcessor {
     } catch (error) {
       return { kind: 'MALFORMED', error };
     }
+    const forged = forgedProperty(message.properties, envelope);
+    if (forged) return { kind: 'MALFORMED', error: forged };
     let resolution;
     try {
       resolution = this.config.registry.resolve(envelope);
@@ -119,4 +125,34 @@ export class MessageProcessor {
       return { kind: 'STORE_FAILED', envelope, error: err };
     }
   }
+}
+
+/**
+ * The SDK's properties, when present, must agree with the envelope and be well formed: a
+ * message whose EVENT_ID, EVENT_TYPE or AGGREGATE_ID contradicts its body, or whose TX_ID /
+ * TX_ORIGIN is malformed, was not sent by rocketmq-tx and is rejected (dead-lettered).
+ */
+function forgedProperty(
+  properties: Readonly<Record<string, string>>,
+  envelope: Envelope,
+): InvalidMessageError | undefined {
+  const same = (name: string, expected: string) => {
+    const v = properties[name];
+    return v === undefined || v === expected
+      ? undefined
+      : new InvalidMessageError(`properties.${name}`, v, `the envelope's value (${expected})`);
+  };
+  const txId = properties[TX_ID_PROPERTY];
+  if (txId !== undefined && !isUuid(txId)) {
+    return new InvalidMessageError(`properties.${TX_ID_PROPERTY}`, txId, 'a lowercase UUID');
+  }
+  const origin = properties[TX_ORIGIN_PROPERTY];
+  if (origin !== undefined && !RESOURCE_NAME_RE.test(origin)) {
+    return new InvalidMessageError(`properties.${TX_ORIGIN_PROPERTY}`, origin, 'a producer group name');
+  }
+  return (
+    same(EVENT_ID_PROPERTY, envelope.eventId) ??
+    same(EVENT_TYPE_PROPERTY, envelope.eventType) ??
+    same(AGGREGATE_ID_PROPERTY, envelope.aggregateId)
+  );
 }

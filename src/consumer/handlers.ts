@@ -69,7 +69,7 @@ export class HandlerRegistry {
         'a non-empty array of { eventType, eventVersion, handle }',
       );
     }
-    handlers.forEach((h: unknown, i) => this.addHandler(h, `handlers[${i}]`));
+    Array.from(handlers).forEach((h: unknown, i) => this.addHandler(h, `handlers[${i}]`));
     if (upcasters !== undefined) {
       if (!Array.isArray(upcasters)) {
         throw new InvalidOptionError(
@@ -78,7 +78,7 @@ export class HandlerRegistry {
           'an array of { eventType, fromVersion, upcast }',
         );
       }
-      upcasters.forEach((u: unknown, i) => this.addUpcaster(u, `upcasters[${i}]`));
+      Array.from(upcasters).forEach((u: unknown, i) => this.addUpcaster(u, `upcasters[${i}]`));
     }
   }
 

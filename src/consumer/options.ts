@@ -191,7 +191,8 @@ function resolveSubscriptions(value: unknown): ReadonlyMap<string, string> {
     );
   }
   const out = new Map<string, string>();
-  value.forEach((s: unknown, i) => {
+  // Array.from: a hole in a sparse array is checked as undefined, not skipped.
+  Array.from(value).forEach((s: unknown, i) => {
     const path = `subscriptions[${i}]`;
     const sub = typeof s === 'string' ? { topic: s } : requireObject(path, s);
     if (typeof s !== 'string') rejectUnknownKeys(path, sub, ['topic', 'tag']);

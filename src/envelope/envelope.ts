@@ -1,5 +1,6 @@
 import { InvalidMessageError } from '../errors';
 import { isUuid, uuidv7 } from '../util/uuidv7';
+import { activeTrace } from '../observability/tracing';
 
 /**
  * The contract-versioned event envelope carried as the JSON body of every rocketmq-tx event.
@@ -128,7 +129,13 @@ export function snapshotData(value: unknown, path: string): unknown {
   return copy(value, path, new Set());
 }
 
+/** Nesting beyond this is refused (a typed error, not a stack overflow). */
+export const MAX_DATA_DEPTH = 64;
+
 function copy(value: unknown, path: string, seen: Set<object>): unknown {
+  if (seen.size >= MAX_DATA_DEPTH && typeof value === 'object' && value !== null) {
+    throw new InvalidMessageError(path, value, `JSON data nested at most ${MAX_DATA_DEPTH} levels deep`);
+  }
   if (value === null || typeof value === 'string' || typeof value === 'boolean') return value;
   if (typeof value === 'number') {
     if (!Number.isFinite(value)) throw new InvalidMessageError(path, value, 'a finite number');
@@ -179,6 +186,10 @@ export interface EnvelopeInput<T> {
   eventId?: string;
   /** Date or ISO-8601 UTC string; now when absent. */
   occurredAt?: Date | string;
+  /**
+   * Absent: the trace id of the active OpenTelemetry span (when @opentelemetry/api is installed
+   * and a span is active), else null. A string or null given here is kept as it is.
+   */
   traceId?: string | null;
 }
 
@@ -204,7 +215,8 @@ export function createEnvelope<T>(input: EnvelopeInput<T>): Envelope<T> {
     aggregateId: input.aggregateId,
     aggregateVersion: input.aggregateVersion,
     occurredAt,
-    traceId: input.traceId ?? null,
+    // The caller's traceId (null included) wins; else the active OpenTelemetry span's, if any.
+    traceId: input.traceId !== undefined ? input.traceId : (activeTrace()?.traceId ?? null),
     data: snapshotData(input.data, 'envelope.data'),
   };
   return deepFreeze(validateEnvelope(candidate, 'envelope', { strict: true })) as Envelope<T>;

@@ -132,7 +132,7 @@ export function resolveProducerOptions(input: unknown): ResolvedProducerOptions 
   if (!Array.isArray(o.topics) || o.topics.length === 0) {
     throw new InvalidOptionError('topics', o.topics, 'a non-empty array of topic names');
   }
-  const topics = o.topics.map((t: unknown, i: number) =>
+  const topics = Array.from(o.topics, (t: unknown, i: number) =>
     requireString(`topics[${i}]`, t, {
       pattern: RESOURCE_NAME_RE,
       describe: 'a topic name of 1-127 letters, digits, "_", "-" or "%"',

@@ -118,7 +118,7 @@ function topicList(option: string, value: unknown, required: boolean): string[] 
   if (!Array.isArray(value) || (required && value.length === 0)) {
     throw new InvalidOptionError(option, value, `${required ? 'a non-empty' : 'an'} array of topic names`);
   }
-  return value.map((t: unknown, i: number) =>
+  return Array.from(value, (t: unknown, i: number) =>
     requireString(`${option}[${i}]`, t, {
       pattern: RESOURCE_NAME_RE,
       describe: 'a topic name of 1-127 letters, digits, "_", "-" or "%"',
