@@ -316,13 +316,9 @@ export function parseEnvelope(body: Buffer, maxBytes: number): Envelope {
   let parsed: unknown;
   try {
     parsed = JSON.parse(body.toString('utf8'));
-  } catch (err) {
-    throw new InvalidMessageError('body', preview(body), 'a JSON envelope', err);
+  } catch {
+    // The body is never echoed (it may hold sensitive data), nor JSON.parse's error, which quotes it.
+    throw new InvalidMessageError('body', body, 'a JSON envelope');
   }
   return validateEnvelope(parsed, 'body', { strict: false });
-}
-
-function preview(body: Buffer): string {
-  const text = body.subarray(0, 60).toString('utf8');
-  return body.length > 60 ? `${text}…` : text;
 }

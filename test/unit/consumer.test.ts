@@ -216,7 +216,7 @@ describe('MessageProcessor: the consumer decision', () => {
   });
 
   it.each([
-    ['not JSON', 'nope{', /^Invalid message body: got "nope\{"; expected a JSON envelope/],
+    ['not JSON', 'nope{', /^Invalid message body: got Buffer of 5 bytes; expected a JSON envelope/],
     ['empty', Buffer.alloc(0), /expected a JSON envelope \(got an empty body\)/],
     ['too large', Buffer.alloc(2000, 0x20), /expected a body of at most 1024 bytes/],
     ['an array', '[]', /^Invalid message body: got array of length 0; expected an envelope object/],
