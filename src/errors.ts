@@ -11,7 +11,8 @@ export type ErrorCode =
   | 'PRODUCER_NOT_RUNNING'
   | 'STORE_ERROR'
   | 'CONSUMER_NOT_RUNNING'
-  | 'UNHANDLED_EVENT';
+  | 'UNHANDLED_EVENT'
+  | 'MISSING_DEPENDENCY';
 
 export class RocketMqTxError extends Error {
   readonly code: ErrorCode;
@@ -119,6 +120,21 @@ export class UnhandledEventError extends RocketMqTxError {
     );
     this.eventType = eventType;
     this.eventVersion = eventVersion;
+  }
+}
+
+/**
+ * A feature needs an optional peer dependency that is not installed (e.g. metrics need
+ * prom-client). Install the package named in `packageName`.
+ */
+export class MissingDependencyError extends RocketMqTxError {
+  readonly packageName: string;
+  constructor(packageName: string, feature: string, cause?: unknown) {
+    super('MISSING_DEPENDENCY', `${feature} needs the package ${packageName}: npm install ${packageName}`, {
+      retriable: false,
+      cause,
+    });
+    this.packageName = packageName;
   }
 }
 

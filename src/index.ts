@@ -10,6 +10,7 @@ export {
   StoreError,
   ConsumerNotRunningError,
   UnhandledEventError,
+  MissingDependencyError,
   type ErrorCode,
 } from './errors';
 export {
@@ -67,7 +68,12 @@ export {
   type CheckBackResolver,
 } from './checkback/resolution';
 export { TxRecordResolver, type TxRecordResolverOptions } from './checkback/TxRecordResolver';
-export type { ResolverScope, CheckBackStats, CheckBackOutcome } from './checkback/CheckBackDispatcher';
+export type {
+  ResolverScope,
+  CheckBackStats,
+  CheckBackOutcome,
+  CheckBackDecision,
+} from './checkback/CheckBackDispatcher';
 export { TypeOrmTxRecordStore } from './store/typeorm/TypeOrmTxRecordStore';
 export type {
   TxRecordStore,
@@ -93,6 +99,14 @@ export {
   type StatusOutboxStatus,
   type StatusConsumedOutcome,
 } from './observability/status';
+export {
+  RocketMqTxMetrics,
+  METRIC_PREFIX,
+  type RocketMqTxMetricsOptions,
+  type StatusMetricsOptions,
+  type MetricsRegistry,
+  type ObservableComponent,
+} from './observability/metrics';
 export { uuidv7 } from './util/uuidv7';
 export {
   defineEvent,

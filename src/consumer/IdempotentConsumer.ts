@@ -13,6 +13,7 @@ import {
 } from './options';
 import { ACKED_KINDS, type ConsumeOutcome } from './outcome';
 import { TypeOrmInboxStore } from './TypeOrmInboxStore';
+import { ATTACH_OBSERVER, Observers, elapsedMs, type TxObserver } from '../observability/observer';
 
 export interface ConsumerStats {
   received: number;
@@ -63,6 +64,7 @@ export class IdempotentConsumer {
   private drained: (() => void) | undefined;
   private startPromise: Promise<void> | undefined;
   private shutdownPromise: Promise<void> | undefined;
+  private readonly observers = new Observers();
   private readonly counters: ConsumerStats = {
     received: 0,
     applied: 0,
@@ -107,6 +109,11 @@ export class IdempotentConsumer {
       shutdownTimeoutMs: o.shutdownTimeoutMs,
     };
     this.gateway = (internals.gateway ?? ((c, l) => new RocketMqConsumerGateway(c, l)))(config, o.logger);
+  }
+
+  /** @internal Used by RocketMqTxMetrics.attach. */
+  [ATTACH_OBSERVER](observer: TxObserver): () => void {
+    return this.observers.add(observer);
   }
 
   get stats(): Readonly<ConsumerStats> {
@@ -214,6 +221,7 @@ export class IdempotentConsumer {
 
   private async handle(message: InboundMessage): Promise<void> {
     const release = await this.slots.acquire();
+    const started = performance.now();
     try {
       let decision: Decision;
       try {
@@ -224,13 +232,20 @@ export class IdempotentConsumer {
       }
       const deadLettered = await this.settle(message, decision);
       this.count(decision, deadLettered);
-      this.report({
+      const outcome = {
         ...decision,
         messageId: message.messageId,
         topic: message.topic,
         deliveryAttempt: message.deliveryAttempt,
         deadLettered,
-      } as ConsumeOutcome);
+      } as ConsumeOutcome;
+      this.observers.emit('consumed', {
+        consumerGroup: this.options.consumerGroup,
+        outcome,
+        durationMs: elapsedMs(started),
+        at: Date.now(),
+      });
+      this.report(outcome);
     } finally {
       release?.();
     }

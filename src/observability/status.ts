@@ -121,7 +121,8 @@ export function resolveStatusOptions(options: unknown): ResolvedStatusOptions {
   };
 }
 
-function nameList(option: string, value: unknown): string[] | null {
+/** @internal A deduplicated list of 1-100 topic or group names, or null when absent. */
+export function nameList(option: string, value: unknown): string[] | null {
   if (value === undefined) return null;
   if (!Array.isArray(value) || value.length === 0 || value.length > MAX_FILTER) {
     throw new InvalidOptionError(option, value, `an array of 1-${MAX_FILTER} names`);

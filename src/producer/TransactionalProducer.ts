@@ -20,6 +20,13 @@ import { destroyConnection } from '../store/typeorm/dialect';
 import { errorFields, type Logger } from '../util/logger';
 import { uuidv7 } from '../util/uuidv7';
 import { withTimeout } from '../util/time';
+import {
+  ATTACH_OBSERVER,
+  Observers,
+  elapsedMs,
+  type TransactionOutcomeLabel,
+  type TxObserver,
+} from '../observability/observer';
 import { ConfirmationBatcher } from './ConfirmationBatcher';
 import { prepareEvents, type PreparedEvent, type TransactEvent } from './events';
 import {
@@ -95,6 +102,9 @@ export class TransactionalProducer {
   private drained: (() => void) | undefined;
   private startPromise: Promise<void> | undefined;
   private shutdownPromise: Promise<void> | undefined;
+  private readonly observers = new Observers();
+  /** Errors thrown by `work` (told apart from the SDK's own failures in metrics). */
+  private readonly workErrors = new WeakSet<object>();
   private readonly counters = {
     committed: 0,
     rolledBack: 0,
@@ -123,7 +133,10 @@ export class TransactionalProducer {
         logger: o.logger,
       }),
       ...(o.checkBack.resolver ? { resolver: o.checkBack.resolver } : {}),
-      ...(o.checkBack.onResolved ? { onResolved: o.checkBack.onResolved } : {}),
+      onResolved: (outcome) => {
+        this.observers.emit('checkBack', { producerGroup: o.producerGroup, outcome });
+        o.checkBack.onResolved?.(outcome);
+      },
       resolverScope: o.checkBack.resolverScope,
       concurrency: o.checkBack.concurrency,
       maxQueued: o.checkBack.maxQueued,
@@ -145,6 +158,11 @@ export class TransactionalProducer {
       (ids) => (outbox ? outbox.markConfirmed(ids) : Promise.resolve()),
       o.logger,
     );
+  }
+
+  /** @internal Used by RocketMqTxMetrics.attach. */
+  [ATTACH_OBSERVER](observer: TxObserver): () => void {
+    return this.observers.add(observer);
   }
 
   get stats(): ProducerStats {
@@ -223,12 +241,35 @@ export class TransactionalProducer {
     const txId = uuidv7();
     const prepared = prepareEvents(events, txId, this.options);
     this.inFlight++;
+    const started = performance.now();
     try {
-      return await this.run(txId, prepared, work, delivery);
+      const result = await this.run(txId, prepared, work, delivery);
+      this.observeTransaction('committed', result.delivery, started);
+      return result;
+    } catch (err) {
+      this.observeTransaction(this.outcomeOf(err, txId), delivery, started);
+      throw err;
     } finally {
       this.inFlight--;
       if (this.inFlight === 0 && this.drained) this.drained();
     }
+  }
+
+  private observeTransaction(
+    outcome: TransactionOutcomeLabel,
+    delivery: DeliveryMode,
+    started: number,
+  ): void {
+    const producerGroup = this.options.producerGroup;
+    this.observers.emit('transaction', { producerGroup, outcome, delivery, durationMs: elapsedMs(started) });
+  }
+
+  private outcomeOf(err: unknown, txId: string): TransactionOutcomeLabel {
+    if (typeof err === 'object' && err !== null && this.workErrors.has(err)) return 'rolled_back';
+    if (err instanceof TransactionFencedError && err.txId === txId) return 'fenced';
+    if (err instanceof TransactionOutcomeUnknownError && err.txId === txId) return 'outcome_unknown';
+    // Not an object: only `work` throws such things.
+    return typeof err === 'object' && err !== null ? 'failed' : 'rolled_back';
   }
 
   private async run<T>(
@@ -247,6 +288,7 @@ export class TransactionalProducer {
         // Documented trade-off: the business commits now; delivery waits for the relay.
         this.logger.warn({ ...errorFields(err), txId }, 'half message failed; falling back to the outbox');
         this.counters.outboxFallbacks++;
+        this.observers.emit('outboxFallback', { producerGroup: this.options.producerGroup });
         delivery = 'outbox';
       }
     }
@@ -326,6 +368,7 @@ export class TransactionalProducer {
       } catch (userError) {
         await this.abandonLocal(queryRunner, txId);
         this.counters.rolledBack++;
+        if (typeof userError === 'object' && userError !== null) this.workErrors.add(userError);
         return { kind: 'rolled-back', error: userError };
       }
       try {
@@ -362,6 +405,7 @@ export class TransactionalProducer {
     for (const r of results) {
       if (r.status === 'rejected') {
         this.counters.endTransactionFailures++;
+        this.observers.emit('endTransactionFailed', { producerGroup: this.options.producerGroup });
         this.logger.warn(
           { ...errorFields(r.reason), txId, commit },
           'EndTransaction failed; the broker check-back will resolve it',

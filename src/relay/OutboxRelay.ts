@@ -10,6 +10,7 @@ import type { ClaimedOutboxEvent, OutboxStore } from '../store/ports';
 import { TypeOrmOutboxStore } from '../store/typeorm/outboxStore';
 import { errorFields, type Logger } from '../util/logger';
 import { withTimeout } from '../util/time';
+import { ATTACH_OBSERVER, Observers, type TxObserver } from '../observability/observer';
 import { backoffDelay } from './backoff';
 import { resolveRelayOptions, type OutboxRelayOptions, type ResolvedRelayOptions } from './options';
 
@@ -53,6 +54,7 @@ export class OutboxRelay {
   private loop: Promise<void> = Promise.resolve();
   private wake: (() => void) | undefined;
   private lastReconcile = 0;
+  private readonly observers = new Observers();
 
   constructor(options: OutboxRelayOptions, internals: RelayInternals = {}) {
     this.options = resolveRelayOptions(options);
@@ -63,6 +65,11 @@ export class OutboxRelay {
     // No onCheckBack: the relay answers nothing, so the broker asks a producer (the fence owner).
     const config = gatewayConfig(o);
     this.gateway = (internals.gateway ?? ((c, l) => new RocketMqGateway(c, l)))(config, o.logger);
+  }
+
+  /** @internal Used by RocketMqTxMetrics.attach. */
+  [ATTACH_OBSERVER](observer: TxObserver): () => void {
+    return this.observers.add(observer);
   }
 
   get relayId(): string {
@@ -119,6 +126,7 @@ export class OutboxRelay {
       const n = await this.store.promoteUnconfirmed(discardHorizonMs, batchSize, topics);
       if (n > 0) {
         this.stats.republished += n;
+        this.observers.emit('relayRepublished', { count: n });
         this.logger.warn({ count: n }, 'republishing events whose broker commit was never confirmed');
       }
       return n;
@@ -185,6 +193,7 @@ export class OutboxRelay {
       const error = err instanceof Error ? `${err.name}: ${err.message}` : String(err);
       if (dead) this.stats.dead++;
       else this.stats.failed++;
+      this.observers.emit('relayDelivery', { topic: row.topic, result: dead ? 'dead' : 'retry' });
       this.logger[dead ? 'error' : 'warn'](
         { ...errorFields(err), eventId: row.eventId, attempts },
         dead ? 'outbox event is DEAD after maxAttempts' : 'outbox send failed; retrying with backoff',
@@ -201,6 +210,7 @@ export class OutboxRelay {
       return;
     }
     this.stats.sent++;
+    this.observers.emit('relayDelivery', { topic: row.topic, result: 'sent' });
     await this.mark(() => this.store.markSent(row.eventId, o.relayId));
   }
 
