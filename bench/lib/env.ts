@@ -1,0 +1,88 @@
+/** Where the bench runs and what it may use: its own topics, groups and scratch database. */
+import 'reflect-metadata';
+import { DataSource } from 'typeorm';
+import { rocketMqTxEntities, rocketMqTxMigrations } from '../../src';
+
+export const ENDPOINTS: string = process.env.ROCKETMQ_ENDPOINTS ?? '127.0.0.1:8081';
+
+/** The shared database URL; the bench only borrows its server and uses its own database. */
+const BASE_URL: string = process.env.ROCKETMQ_TX_DB_URL ?? 'mysql://root@127.0.0.1:3306/test';
+export const BENCH_DB = process.env.BENCH_DB ?? 'rmqtx_bench';
+
+export function dbUrl(database: string): string {
+  const u = new URL(BASE_URL);
+  u.pathname = `/${database}`;
+  return u.toString();
+}
+
+export const BENCH_DB_URL = dbUrl(BENCH_DB);
+
+/** Topics created by scripts/rocketmq.js start for the bench (scripts/topics.json). */
+export const TOPICS = {
+  ours: 'bench_tx_0',
+  baseline: 'bench_tx_1',
+  raw: 'bench_tx_2',
+  java: 'bench_tx_3',
+  normal: 'bench_normal_0',
+} as const;
+
+export const GROUPS = {
+  ours: 'rmqtx_bench_ours',
+  baseline: 'rmqtx_bench_baseline',
+  java: 'rmqtx_bench_java',
+  checkBack: 'rmqtx_bench_checkback',
+  relay: 'rmqtx_bench_relay',
+} as const;
+
+/** Connections per column: the same pool size for every column. */
+export const POOL_SIZE = 16;
+
+export const quietLogger = { info() {}, warn() {}, error() {}, debug() {} };
+
+export function openBenchDataSource(poolSize = POOL_SIZE): Promise<DataSource> {
+  const ds = new DataSource({
+    type: 'mysql',
+    url: BENCH_DB_URL,
+    entities: [...rocketMqTxEntities],
+    migrations: [...rocketMqTxMigrations],
+    migrationsTableName: 'rocketmq_tx_migrations',
+    poolSize,
+    logging: false,
+  });
+  return ds.initialize();
+}
+
+/**
+ * Creates the scratch database, runs the SDK migrations there, creates the business table and
+ * empties the bench's own tables (only in the scratch database, never in the shared one).
+ */
+export async function prepareBenchDatabase(): Promise<void> {
+  if (BENCH_DB === 'test') throw new Error('BENCH_DB must not be the shared test database');
+  const admin = new DataSource({ type: 'mysql', url: dbUrl('mysql'), logging: false });
+  await admin.initialize();
+  try {
+    await admin.query(`CREATE DATABASE IF NOT EXISTS \`${BENCH_DB}\``);
+  } finally {
+    await admin.destroy();
+  }
+  const ds = await openBenchDataSource(2);
+  try {
+    await ds.runMigrations({ transaction: 'none' });
+    await ds.query(
+      `CREATE TABLE IF NOT EXISTS bench_order (
+         id VARCHAR(64) NOT NULL PRIMARY KEY,
+         note VARCHAR(255) NULL,
+         created_at DATETIME(3) NOT NULL DEFAULT CURRENT_TIMESTAMP(3)
+       )`,
+    );
+    for (const table of ['bench_order', 'tx_record', 'outbox_event', 'consumed_event', 'aggregate_cursor']) {
+      await ds.query(`TRUNCATE TABLE ${table}`);
+    }
+  } finally {
+    await ds.destroy();
+  }
+}
+
+export function sleep(ms: number): Promise<void> {
+  return new Promise((resolve) => setTimeout(resolve, ms));
+}

@@ -1,0 +1,182 @@
+/**
+ * Relay throughput (OutboxRelay draining NEW outbox rows) against raw sends of as many normal
+ * messages, then consumer overhead: IdempotentConsumer against a raw SimpleConsumer, each
+ * consuming the events the relay delivered (each in its own consumer group).
+ */
+import { performance } from 'node:perf_hooks';
+import { Producer } from 'rocketmq-client-nodejs';
+import type { DataSource } from 'typeorm';
+import { IdempotentConsumer, OutboxRelay, TransactionalProducer, defineEvent, on } from '../../src';
+import { startClient } from '../../src/broker/startup';
+import { Collector } from '../lib/collector';
+import { ENDPOINTS, GROUPS, quietLogger, sleep } from '../lib/env';
+
+export interface RelayConsumerReport {
+  events: number;
+  relay: { elapsedMs: number; eventsPerSec: number; batchSize: number; sent: number; failed: number };
+  rawSend: { elapsedMs: number; eventsPerSec: number; concurrency: number; errors: number };
+  relayOverRawSend: number;
+  rawConsumer: { elapsedMs: number; eventsPerSec: number; received: number };
+  idempotentConsumer: { elapsedMs: number; eventsPerSec: number; handled: number; concurrency: number };
+  idempotentOverRaw: number;
+}
+
+const BenchEvent = defineEvent<{ key: string }>({
+  eventType: 'BenchEvent',
+  eventVersion: 1,
+  aggregateType: 'BenchAggregate',
+});
+
+async function until(cond: () => boolean, timeoutMs: number): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  while (!cond() && Date.now() < deadline) await sleep(20);
+}
+
+export async function relayConsumerPhase(
+  ds: DataSource,
+  topic: string,
+  tag: string,
+  n: number,
+  timeoutMs: number,
+): Promise<RelayConsumerReport> {
+  const relayTag = `${tag}R`;
+  const rawGroup = `rmqtx_bench_raw_consumer_${tag}`;
+  const sdkGroup = `rmqtx_bench_idem_consumer_${tag}`;
+  let handled = 0;
+  const makeConsumer = (concurrency: number) =>
+    new IdempotentConsumer({
+      endpoints: ENDPOINTS,
+      dataSource: ds,
+      consumerGroup: sdkGroup,
+      subscriptions: [{ topic, tag: relayTag }],
+      handlers: [
+        on(BenchEvent, async () => {
+          handled++;
+        }),
+      ],
+      concurrency,
+      startTimeoutMs: 30_000,
+    });
+
+  // Register both groups before anything is published (a new group's start position is not the oldest).
+  const rawConsumer = await new Collector(topic, relayTag, rawGroup).start();
+  const register = makeConsumer(1);
+  await register.start();
+  await sleep(6000);
+  await register.shutdown();
+
+  // NEW outbox rows, written by transact in outbox delivery.
+  const producer = new TransactionalProducer({
+    endpoints: ENDPOINTS,
+    dataSource: ds,
+    producerGroup: GROUPS.relay,
+    topics: [topic],
+    delivery: 'outbox',
+    startTimeoutMs: 30_000,
+  });
+  await producer.start();
+  const keys: string[] = [];
+  let next = 0;
+  await Promise.all(
+    Array.from({ length: 16 }, async () => {
+      while (next < n) {
+        const key = `${tag}-ev${next++}`;
+        await producer.transact(
+          {
+            topic,
+            tag: relayTag,
+            keys: [key],
+            event: BenchEvent.create({ aggregateId: key, aggregateVersion: 1, data: { key } }),
+          },
+          async () => undefined,
+        );
+        keys.push(key);
+      }
+    }),
+  );
+  await producer.shutdown();
+
+  const batchSize = 100;
+  const relay = new OutboxRelay({
+    endpoints: ENDPOINTS,
+    dataSource: ds,
+    topics: [topic],
+    batchSize,
+    pollIntervalMs: 20,
+    reconcileDiscarded: false,
+    startTimeoutMs: 30_000,
+  });
+  await relay.start();
+  const r0 = performance.now();
+  await until(() => relay.stats.sent + relay.stats.dead >= n, timeoutMs);
+  const relayMs = performance.now() - r0;
+  const relayStats = { ...relay.stats };
+  await relay.shutdown();
+
+  // The same number of normal messages with the raw client, as many in flight as a relay batch.
+  const raw = new Producer({
+    endpoints: ENDPOINTS,
+    namespace: '',
+    topics: [topic],
+    requestTimeout: 3000,
+    logger: quietLogger,
+  });
+  await startClient(raw, 30_000, 'producer', ENDPOINTS);
+  let sent = 0;
+  let errors = 0;
+  const s0 = performance.now();
+  await Promise.all(
+    Array.from({ length: batchSize }, async () => {
+      while (sent + errors < n) {
+        const i = sent + errors;
+        try {
+          await raw.send({
+            topic,
+            tag: `${tag}S`,
+            keys: [`${tag}-s${i}`],
+            body: Buffer.from(JSON.stringify({ i })),
+          });
+          sent++;
+        } catch {
+          errors++;
+        }
+      }
+    }),
+  );
+  const rawSendMs = performance.now() - s0;
+  await raw.shutdown().catch(() => undefined);
+
+  const c0 = performance.now();
+  const drained = await rawConsumer.drain(keys, [], timeoutMs);
+  const rawConsumeMs = performance.now() - c0;
+  await rawConsumer.stop();
+
+  const concurrency = 16;
+  const consumer = makeConsumer(concurrency);
+  const i0 = performance.now();
+  await consumer.start();
+  await until(() => handled >= n, timeoutMs);
+  const idemMs = performance.now() - i0;
+  await consumer.shutdown();
+
+  const rate = (count: number, ms: number) => (count * 1000) / ms;
+  return {
+    events: n,
+    relay: {
+      elapsedMs: relayMs,
+      eventsPerSec: rate(relayStats.sent, relayMs),
+      batchSize,
+      sent: relayStats.sent,
+      failed: relayStats.failed,
+    },
+    rawSend: { elapsedMs: rawSendMs, eventsPerSec: rate(sent, rawSendMs), concurrency: batchSize, errors },
+    relayOverRawSend: rate(relayStats.sent, relayMs) / rate(sent, rawSendMs),
+    rawConsumer: {
+      elapsedMs: rawConsumeMs,
+      eventsPerSec: rate(drained.received, rawConsumeMs),
+      received: drained.received,
+    },
+    idempotentConsumer: { elapsedMs: idemMs, eventsPerSec: rate(handled, idemMs), handled, concurrency },
+    idempotentOverRaw: rate(handled, idemMs) / rate(drained.received, rawConsumeMs),
+  };
+}

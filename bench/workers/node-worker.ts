@@ -1,0 +1,278 @@
+/**
+ * One bench column in its own process: `ours` (TransactionalProducer.transact), `baseline` (raw
+ * rocketmq-client-nodejs + mysql2, hand-written: half, BEGIN, tx_record, business row, COMMIT,
+ * EndTransaction) or `raw` (half + EndTransaction, no database: the upper bound).
+ * Same protocol as bench/java: commands on stdin, one `RESULT {json}` line on stdout each.
+ *   run CONCURRENCY DURATION_MS ROLLBACK_EVERY KEY_PREFIX      (KEY_PREFIX = <tag>-<column...>)
+ *   mem TOTAL CONCURRENCY KEY_PREFIX                           (ours only: RSS/heap samples)
+ *   quit
+ * Arguments: MODE TOPIC PRODUCER_GROUP
+ */
+import { createInterface } from 'node:readline';
+import { randomUUID } from 'node:crypto';
+import { performance } from 'node:perf_hooks';
+import mysql from 'mysql2/promise';
+import { Producer } from 'rocketmq-client-nodejs';
+import type { MessageView } from 'rocketmq-client-nodejs';
+import { TransactionResolution as Proto } from 'rocketmq-client-nodejs/proto/apache/rocketmq/v2/definition_pb';
+import type { DataSource } from 'typeorm';
+import { TransactionalProducer } from '../../src';
+import { startClient } from '../../src/broker/startup';
+import { BENCH_DB_URL, ENDPOINTS, POOL_SIZE, openBenchDataSource, quietLogger } from '../lib/env';
+
+type Mode = 'ours' | 'baseline' | 'raw';
+type OneTx = (key: string, rollback: boolean) => Promise<boolean>;
+
+/** Thrown by the bench's work function to roll a transaction back on purpose. */
+class PlannedRollback extends Error {}
+
+const [mode, topic, group] = process.argv.slice(2) as [Mode, string, string];
+const out = (line: string) => process.stdout.write(line + '\n');
+
+function tagOf(key: string): string {
+  return key.slice(0, key.indexOf('-'));
+}
+
+function body(key: string): string {
+  return JSON.stringify({ key });
+}
+
+async function setupOurs(): Promise<{ tx: OneTx; close: () => Promise<void> }> {
+  const ds: DataSource = await openBenchDataSource(POOL_SIZE);
+  const producer = new TransactionalProducer({
+    endpoints: ENDPOINTS,
+    dataSource: ds,
+    producerGroup: group,
+    topics: [topic],
+    startTimeoutMs: 30_000,
+  });
+  await producer.start();
+  const tx: OneTx = async (key, rollback) => {
+    try {
+      await producer.transact({ topic, tag: tagOf(key), keys: [key], body: body(key) }, async (manager) => {
+        await manager.query('INSERT INTO bench_order (id, note) VALUES (?, ?)', [key, 'bench']);
+        if (rollback) throw new PlannedRollback();
+      });
+      return true;
+    } catch (err) {
+      if (err instanceof PlannedRollback) return false;
+      throw err;
+    }
+  };
+  return {
+    tx,
+    close: async () => {
+      await producer.shutdown();
+      await ds.destroy();
+    },
+  };
+}
+
+function rawProducer(check: (view: MessageView) => Promise<Proto>): Producer {
+  return new Producer({
+    endpoints: ENDPOINTS,
+    namespace: '',
+    topics: [topic],
+    requestTimeout: 3000,
+    logger: quietLogger,
+    checker: { check },
+  });
+}
+
+async function setupBaseline(): Promise<{ tx: OneTx; close: () => Promise<void> }> {
+  const pool = mysql.createPool({ uri: BENCH_DB_URL, connectionLimit: POOL_SIZE });
+  // What a hand-written service would answer: read its own tx_record row.
+  const producer = rawProducer(async (view) => {
+    const txId = view.properties.get('TX_ID');
+    if (!txId) return Proto.TRANSACTION_RESOLUTION_UNSPECIFIED;
+    const [rows] = await pool.query('SELECT status FROM tx_record WHERE tx_id = ?', [txId]);
+    const row = (rows as Array<{ status: string }>)[0];
+    if (!row) return Proto.TRANSACTION_RESOLUTION_UNSPECIFIED;
+    return row.status === 'COMMITTED' ? Proto.COMMIT : Proto.ROLLBACK;
+  });
+  await startClient(producer, 30_000, 'producer', ENDPOINTS);
+  const tx: OneTx = async (key, rollback) => {
+    const txId = randomUUID();
+    const transaction = producer.beginTransaction();
+    await producer.send(
+      {
+        topic,
+        tag: tagOf(key),
+        keys: [key],
+        body: Buffer.from(body(key)),
+        properties: new Map([['TX_ID', txId]]),
+      },
+      transaction,
+    );
+    const conn = await pool.getConnection();
+    let committed = false;
+    try {
+      await conn.query('BEGIN');
+      await conn.query(
+        'INSERT INTO tx_record (tx_id, status, resolved_by, producer_group, topic, event_count) VALUES (?, ?, ?, ?, ?, ?)',
+        [txId, 'COMMITTED', 'PRODUCER', group, topic, 1],
+      );
+      await conn.query('INSERT INTO bench_order (id, note) VALUES (?, ?)', [key, 'bench']);
+      if (rollback) {
+        await conn.query('ROLLBACK');
+      } else {
+        await conn.query('COMMIT');
+        committed = true;
+      }
+    } catch (err) {
+      await conn.query('ROLLBACK').catch(() => undefined);
+      await transaction.rollback().catch(() => undefined);
+      throw err;
+    } finally {
+      conn.release();
+    }
+    if (committed) await transaction.commit();
+    else await transaction.rollback();
+    return committed;
+  };
+  return {
+    tx,
+    close: async () => {
+      await producer.shutdown().catch(() => undefined);
+      await pool.end();
+    },
+  };
+}
+
+async function setupRaw(): Promise<{ tx: OneTx; close: () => Promise<void> }> {
+  const producer = rawProducer(async () => Proto.COMMIT);
+  await startClient(producer, 30_000, 'producer', ENDPOINTS);
+  const tx: OneTx = async (key, rollback) => {
+    const transaction = producer.beginTransaction();
+    await producer.send({ topic, tag: tagOf(key), keys: [key], body: Buffer.from(body(key)) }, transaction);
+    if (rollback) await transaction.rollback();
+    else await transaction.commit();
+    return !rollback;
+  };
+  return { tx, close: () => producer.shutdown().catch(() => undefined) };
+}
+
+interface RunResult {
+  committed: number;
+  rolledBack: number;
+  errors: number;
+  firstError?: string;
+  elapsedMs: number;
+  cpuMs: number;
+  latencies: number[];
+  committedKeys: string[];
+  rolledBackKeys: string[];
+}
+
+async function run(
+  tx: OneTx,
+  concurrency: number,
+  durationMs: number,
+  rollbackEvery: number,
+  prefix: string,
+): Promise<RunResult> {
+  const r: RunResult = {
+    committed: 0,
+    rolledBack: 0,
+    errors: 0,
+    elapsedMs: 0,
+    cpuMs: 0,
+    latencies: [],
+    committedKeys: [],
+    rolledBackKeys: [],
+  };
+  let seq = 0;
+  const cpu0 = process.cpuUsage();
+  const start = performance.now();
+  const deadline = start + durationMs;
+  const loop = async () => {
+    while (performance.now() < deadline) {
+      const n = ++seq;
+      const key = `${prefix}-${n}`;
+      const rollback = rollbackEvery > 0 && n % rollbackEvery === 0;
+      const t0 = performance.now();
+      try {
+        if (await tx(key, rollback)) {
+          r.latencies.push(Math.round((performance.now() - t0) * 1000) / 1000);
+          r.committedKeys.push(key);
+        } else {
+          r.rolledBackKeys.push(key);
+        }
+      } catch (err) {
+        r.errors++;
+        r.firstError ??= err instanceof Error ? `${err.name}: ${err.message}` : String(err);
+      }
+    }
+  };
+  await Promise.all(Array.from({ length: concurrency }, loop));
+  r.elapsedMs = performance.now() - start;
+  const cpu = process.cpuUsage(cpu0);
+  r.cpuMs = (cpu.user + cpu.system) / 1000;
+  r.committed = r.committedKeys.length;
+  r.rolledBack = r.rolledBackKeys.length;
+  return r;
+}
+
+/** TOTAL transactions at CONCURRENCY, sampling RSS and heap (after a GC when --expose-gc) every second. */
+async function memory(tx: OneTx, total: number, concurrency: number, prefix: string) {
+  const gc = (globalThis as { gc?: () => void }).gc;
+  const samples: Array<{ t: number; done: number; rssMb: number; heapUsedMb: number }> = [];
+  let seq = 0;
+  let done = 0;
+  let errors = 0;
+  const start = performance.now();
+  const sample = () => {
+    gc?.();
+    const m = process.memoryUsage();
+    samples.push({
+      t: Math.round(performance.now() - start),
+      done,
+      rssMb: m.rss / 2 ** 20,
+      heapUsedMb: m.heapUsed / 2 ** 20,
+    });
+  };
+  sample();
+  const timer = setInterval(sample, 1000);
+  const loop = async () => {
+    while (seq < total) {
+      const key = `${prefix}-${++seq}`;
+      try {
+        await tx(key, false);
+        done++;
+      } catch {
+        errors++;
+      }
+    }
+  };
+  await Promise.all(Array.from({ length: concurrency }, loop));
+  clearInterval(timer);
+  sample();
+  return { total, done, errors, elapsedMs: performance.now() - start, gcExposed: gc !== undefined, samples };
+}
+
+async function main(): Promise<void> {
+  const setup =
+    mode === 'ours' ? setupOurs : mode === 'baseline' ? setupBaseline : mode === 'raw' ? setupRaw : undefined;
+  if (!setup) throw new Error(`unknown mode ${String(mode)}`);
+  const { tx, close } = await setup();
+  out('READY {}');
+  const lines = createInterface({ input: process.stdin });
+  for await (const line of lines) {
+    const [cmd, ...args] = line.trim().split(' ');
+    if (cmd === 'quit') break;
+    if (cmd === 'run') {
+      const [c, d, rb, prefix] = args;
+      out(`RESULT ${JSON.stringify(await run(tx, Number(c), Number(d), Number(rb), prefix!))}`);
+    } else if (cmd === 'mem') {
+      const [total, c, prefix] = args;
+      out(`RESULT ${JSON.stringify(await memory(tx, Number(total), Number(c), prefix!))}`);
+    }
+  }
+  await close();
+  process.exit(0);
+}
+
+main().catch((err: unknown) => {
+  process.stderr.write(`worker ${mode} failed: ${err instanceof Error ? err.stack : String(err)}\n`);
+  process.exit(1);
+});
