@@ -55,7 +55,8 @@ export function stop(options?: StopOptions): Promise<StopResult>;
 export function status(options?: { quiet?: boolean }): Promise<StatusResult>;
 
 export const VERSION: string;
-export const PORTS: {
+/** The local broker's ports: the defaults shifted by ROCKETMQ_TX_PORT_OFFSET. */
+export function ports(): {
   namesrv: number;
   grpc: number;
   remoting: number;

@@ -20,7 +20,7 @@ const VERSION = '5.3.3';
 const REPO_ROOT = path.resolve(__dirname, '..');
 const TOPICS_FILE = path.join(__dirname, 'topics.json');
 
-const PORTS = {
+const BASE_PORTS = {
   namesrv: 9876,
   grpc: 8081,
   remoting: 8080,
@@ -29,9 +29,32 @@ const PORTS = {
   brokerHa: 10912,
 };
 
+/**
+ * ROCKETMQ_TX_PORT_OFFSET (default 0) shifts every port, so a second local broker (another
+ * checkout, the ACL/TLS test broker) can run beside the default one; give it its own
+ * ROCKETMQ_TX_HOME too. Offsets must keep the ports apart: use multiples of 100.
+ */
+function portOffset() {
+  const raw = process.env.ROCKETMQ_TX_PORT_OFFSET;
+  if (raw === undefined || raw === '') return 0;
+  const n = Number(raw);
+  if (!Number.isInteger(n) || n < 0 || n % 100 !== 0 || n > 50000) {
+    throw new RocketMqError(
+      `ROCKETMQ_TX_PORT_OFFSET must be a multiple of 100 between 0 and 50000 (got ${JSON.stringify(raw)})`,
+    );
+  }
+  return n;
+}
+
+function ports() {
+  const off = portOffset();
+  return Object.fromEntries(Object.entries(BASE_PORTS).map(([k, v]) => [k, v + off]));
+}
+
 /** Everything about the run folder; computed per call so env changes (tests) are honoured. */
 function context() {
   const home = path.resolve(process.env.ROCKETMQ_TX_HOME || path.join(REPO_ROOT, '.rocketmq'));
+  const PORTS = ports();
   const ctx = {
     version: VERSION,
     home,
@@ -480,7 +503,7 @@ async function start(options = {}) {
           throw new RocketMqError(
             `cannot start the ${comp.title}: port ${owners.join(', ')} already in use by a process that is not ours ` +
               `(no live pid in ${comp.pidFile}). Stop it, or, if it is a RocketMQ 5 proxy, ` +
-              `use it with ROCKETMQ_ENDPOINTS=127.0.0.1:${PORTS.grpc}.`,
+              `use it with ROCKETMQ_ENDPOINTS=${ctx.endpoints}, or move ours with ROCKETMQ_TX_PORT_OFFSET.`,
           );
         }
       }
@@ -620,7 +643,7 @@ async function status(options = {}) {
   return { home: ctx.home, endpoints: ctx.endpoints, running, ...state };
 }
 
-module.exports = { start, stop, status, context, VERSION, PORTS, RocketMqError };
+module.exports = { start, stop, status, context, ports, VERSION, RocketMqError };
 
 if (require.main === module) {
   const cmd = process.argv[2];

@@ -3,7 +3,9 @@ import 'reflect-metadata';
 import { DataSource } from 'typeorm';
 import { rocketMqTxEntities, rocketMqTxMigrations } from '../../src';
 
-export const ENDPOINTS: string = process.env.ROCKETMQ_ENDPOINTS ?? '127.0.0.1:8081';
+// The local broker's gRPC port moves with ROCKETMQ_TX_PORT_OFFSET (scripts/rocketmq.js).
+export const ENDPOINTS: string =
+  process.env.ROCKETMQ_ENDPOINTS ?? `127.0.0.1:${8081 + Number(process.env.ROCKETMQ_TX_PORT_OFFSET || 0)}`;
 
 /** The shared database URL; the bench only borrows its server and uses its own database. */
 const BASE_URL: string = process.env.ROCKETMQ_TX_DB_URL ?? 'mysql://root@127.0.0.1:3306/test';

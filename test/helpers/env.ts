@@ -1,7 +1,9 @@
 /** Connection settings for integration tests, and a condition-polling helper (no fixed sleeps). */
 
 /** gRPC endpoints of the RocketMQ 5 proxy (scripts/rocketmq.js starts one on 127.0.0.1:8081). */
-export const ENDPOINTS: string = process.env.ROCKETMQ_ENDPOINTS ?? '127.0.0.1:8081';
+// The local broker's gRPC port moves with ROCKETMQ_TX_PORT_OFFSET (scripts/rocketmq.js).
+export const ENDPOINTS: string =
+  process.env.ROCKETMQ_ENDPOINTS ?? `127.0.0.1:${8081 + Number(process.env.ROCKETMQ_TX_PORT_OFFSET || 0)}`;
 
 /** Database for integration tests (MariaDB/MySQL). */
 export const DB_URL: string = process.env.ROCKETMQ_TX_DB_URL ?? 'mysql://root@127.0.0.1:3306/test';
