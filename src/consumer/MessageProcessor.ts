@@ -107,6 +107,7 @@ export class MessageProcessor {
               topic: message.topic,
               ...(message.tag !== undefined ? { tag: message.tag } : {}),
               deliveryAttempt: message.deliveryAttempt,
+              ...traceContext(message.properties),
             },
             ...(resolution.upcastFrom !== undefined ? { upcastFrom: resolution.upcastFrom } : {}),
             ...(gap ? { gap: { expectedVersion: last + 1, receivedVersion: version } } : {}),
@@ -155,4 +156,12 @@ function forgedProperty(
     same(EVENT_TYPE_PROPERTY, envelope.eventType) ??
     same(AGGREGATE_ID_PROPERTY, envelope.aggregateId)
   );
+}
+
+// 00-<32 hex trace id>-<16 hex span id>-<2 hex flags>; anything else is not passed on.
+const TRACEPARENT = /^[0-9a-f]{2}-[0-9a-f]{32}-[0-9a-f]{16}-[0-9a-f]{2}$/;
+
+function traceContext(properties: Readonly<Record<string, string>>): { traceparent?: string } {
+  const value = properties['traceparent'];
+  return value !== undefined && TRACEPARENT.test(value) ? { traceparent: value } : {};
 }

@@ -12,6 +12,8 @@ export interface HandlerContext {
     readonly topic: string;
     readonly tag?: string;
     readonly deliveryAttempt: number;
+    /** The producer's W3C trace context (`traceparent` property), when it had an active span. */
+    readonly traceparent?: string;
   };
   /** Set when the event's version was upcast from an older contract version. */
   readonly upcastFrom?: number;

@@ -1,3 +1,5 @@
+import { AsyncLocalStorage } from 'node:async_hooks';
+import * as otel from '@opentelemetry/api';
 import { Registry } from 'prom-client';
 import type { DataSource } from 'typeorm';
 import {
@@ -59,6 +61,7 @@ describe('RocketMqTxMetrics against real broker traffic and real rows', () => {
   const extra: TransactionalProducer[] = [];
   const answers: CheckBackOutcome[] = [];
   const applied: string[] = [];
+  const traces = new Map<string, { traceId: string | null; traceparent: string | undefined }>();
   let dropEnd = false;
   let fenceNext = false;
 
@@ -100,7 +103,12 @@ describe('RocketMqTxMetrics against real broker traffic and real rows', () => {
       dataSource: ds,
       consumerGroup: `it_metrics_c_${RUN}`,
       subscriptions: [{ topic: TX_TOPIC, tag: TAG }],
-      handlers: [on(OrderPlaced, async (e) => void applied.push(e.eventId))],
+      handlers: [
+        on(OrderPlaced, async (e, ctx) => {
+          applied.push(e.eventId);
+          traces.set(e.eventId, { traceId: e.traceId, traceparent: ctx.message.traceparent });
+        }),
+      ],
       startTimeoutMs: 30_000,
       retry: { initialDelayMs: 200, maxDelayMs: 1000 },
     });
@@ -309,5 +317,67 @@ describe('RocketMqTxMetrics against real broker traffic and real rows', () => {
         'm',
       ),
     );
+  });
+
+  it('carries the active OpenTelemetry trace from transact() to the consumer', async () => {
+    // The smallest AsyncLocalStorage context manager, as an OpenTelemetry SDK installs one.
+    const als = new AsyncLocalStorage<otel.Context>();
+    const manager: otel.ContextManager = {
+      active: () => als.getStore() ?? otel.ROOT_CONTEXT,
+      with: (ctx, fn, thisArg, ...args) => als.run(ctx, () => fn.apply(thisArg, args)),
+      bind: (_ctx, target) => target,
+      enable() {
+        return this;
+      },
+      disable() {
+        als.disable();
+        return this;
+      },
+    };
+    otel.context.setGlobalContextManager(manager);
+    try {
+      const traceId = '4bf92f3577b34da6a3ce929d0e0e4736';
+      const span = otel.trace.wrapSpanContext({
+        traceId,
+        spanId: '00f067aa0ba902b7',
+        traceFlags: otel.TraceFlags.SAMPLED,
+      });
+      const result = await otel.context.with(otel.trace.setSpan(otel.context.active(), span), () =>
+        producer.transact(
+          {
+            topic: TX_TOPIC,
+            tag: TAG,
+            event: OrderPlaced.create({
+              aggregateId: `m-${RUN}-traced`,
+              aggregateVersion: 1,
+              data: { n: 9 },
+            }),
+          },
+          async () => 'ok',
+        ),
+      );
+      const eventId = result.eventIds[0]!;
+      await waitFor(() => traces.has(eventId), {
+        timeoutMs: 60_000,
+        description: 'the consumer to apply the traced event',
+      });
+      expect(traces.get(eventId)).toEqual({ traceId, traceparent: `00-${traceId}-00f067aa0ba902b7-01` });
+      // Without an active span: no trace id, no traceparent.
+      const plain = await producer.transact(
+        {
+          topic: TX_TOPIC,
+          tag: TAG,
+          event: OrderPlaced.create({ aggregateId: `m-${RUN}-plain`, aggregateVersion: 1, data: { n: 10 } }),
+        },
+        async () => 'ok',
+      );
+      await waitFor(() => traces.has(plain.eventIds[0]!), {
+        timeoutMs: 60_000,
+        description: 'the consumer to apply the untraced event',
+      });
+      expect(traces.get(plain.eventIds[0]!)).toEqual({ traceId: null, traceparent: undefined });
+    } finally {
+      otel.context.disable();
+    }
   });
 });

@@ -139,6 +139,22 @@ describe('MessageProcessor: the consumer decision', () => {
     expect(store.consumed.get(`g/${e1.eventId}`)).toBe('APPLIED');
   });
 
+  it('passes a well-formed traceparent property to the handler, and nothing else', async () => {
+    const seen: Array<string | undefined> = [];
+    const { processor } = setup({
+      handlers: [on(Added, async (_e, ctx) => void seen.push(ctx.message.traceparent))],
+    });
+    const good = '00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01';
+    const withProps = (version: number, traceparent: string) => ({
+      ...message(envelope(version)),
+      properties: { traceparent },
+    });
+    await processor.process(withProps(1, good));
+    await processor.process(withProps(2, 'not-a-trace\u0001x'));
+    await processor.process(message(envelope(3)));
+    expect(seen).toEqual([good, undefined, undefined]);
+  });
+
   it('an older aggregateVersion under a new eventId is stale: recorded, handler not called', async () => {
     const { processor, applied, store } = setup();
     await processor.process(message(envelope(1)));
