@@ -251,13 +251,41 @@ export class Retention {
   ): Promise<number> {
     let total = 0;
     for (let i = 0; i < this.o.maxBatchesPerTable; i++) {
-      const affected = await batch(rule);
+      const affected = await this.runBatch(batch, rule);
       report.batches++;
       total += affected;
       onBatch(total, i + 1);
       if (affected < this.o.batchSize) break;
     }
     return total;
+  }
+
+  /**
+   * A batch is one statement or one short transaction: a deadlock or lock-wait victim was rolled
+   * back whole by InnoDB, so it is run again (parallel archivers, the relay and purges touch the
+   * same index pages). Any other failure, or the last attempt's, is a StoreError.
+   */
+  private async runBatch(batch: (rule: Eligibility) => Promise<number>, rule: Eligibility): Promise<number> {
+    for (let attempt = 1; ; attempt++) {
+      try {
+        return await batch(rule);
+      } catch (err) {
+        const kind = dialectFor(this.dataSource).classify(err);
+        const transient = kind === 'DEADLOCK' || kind === 'LOCK_WAIT_TIMEOUT';
+        if (!transient || attempt >= BATCH_ATTEMPTS) {
+          throw new StoreError(
+            `retention: a ${rule.table} batch failed${transient ? ` ${attempt} times (${kind})` : ''}; rows of earlier batches stay removed, this batch was rolled back`,
+            err,
+            transient,
+          );
+        }
+        this.logger.warn(
+          { table: rule.table, attempt, kind },
+          'retention batch was a lock victim; running it again',
+        );
+        await sleep(Math.floor(Math.random() * 50 * attempt));
+      }
+    }
   }
 
   /** One short autocommit DELETE of at most batchSize rows. */
@@ -275,7 +303,8 @@ export class Retention {
    * the same event) is not copied twice.
    */
   private async archiveBatch({ where, params }: Eligibility): Promise<number> {
-    return this.dataSource.transaction(async (manager) => {
+    // READ COMMITTED: no gap locks, so parallel archivers and the relay do not deadlock on them.
+    return this.dataSource.transaction('READ COMMITTED', async (manager) => {
       const keys: Array<{ event_id: string }> = await manager.query(
         `SELECT event_id FROM outbox_event WHERE ${where} LIMIT ? FOR UPDATE SKIP LOCKED`,
         [...params, this.o.batchSize],
@@ -305,3 +334,7 @@ export class Retention {
     );
   }
 }
+
+const BATCH_ATTEMPTS = 5;
+
+const sleep = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms));

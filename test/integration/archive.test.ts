@@ -9,6 +9,7 @@ import {
   rocketMqTxMigrations,
   uuidv7,
   type RetentionProgress,
+  type RetentionReport,
 } from '../../src';
 import { DB_URL } from '../helpers/env';
 
@@ -193,7 +194,9 @@ describe('Retention.archive() on MariaDB', () => {
         },
       },
     );
-    await expect(crashing.archive()).rejects.toThrow('process died here');
+    const failure = await crashing.archive().catch((e: unknown) => e);
+    expect(failure).toBeInstanceOf(StoreError);
+    expect(((failure as StoreError).cause as Error).message).toBe('process died here');
     expect([...copied].sort()).toEqual([...ids].sort());
     expect(await rowsOf('outbox_event', ids)).toHaveLength(3);
     expect(await rowsOf('outbox_event_archive', ids)).toHaveLength(0);
@@ -204,6 +207,28 @@ describe('Retention.archive() on MariaDB', () => {
     expect(await rowsOf('outbox_event', ids)).toHaveLength(0);
     expect(await rowsOf('outbox_event_archive', ids)).toHaveLength(3);
     expect(await count('outbox_event_archive')).toBe(archivedBefore + 3);
+  });
+
+  it('a batch that is a deadlock victim is rolled back and run again: every row moved once', async () => {
+    const tx = await txRecord(10);
+    const ids = [await outbox(tx, 'SENT', 5), await outbox(tx, 'SENT', 5)];
+    let calls = 0;
+    const victim = retention(
+      { batchSize: 10 },
+      {
+        beforeArchiveDelete: async () => {
+          calls++;
+          // What mysql2 reports for InnoDB's ER_LOCK_DEADLOCK, after the copy of the first attempt.
+          if (calls === 1)
+            throw Object.assign(new Error('Deadlock found'), { code: 'ER_LOCK_DEADLOCK', errno: 1213 });
+        },
+      },
+    );
+    const report = await victim.archive();
+    expect(calls).toBe(2);
+    expect(report.outboxEvents).toBe(2);
+    expect(await rowsOf('outbox_event', ids)).toHaveLength(0);
+    expect(await rowsOf('outbox_event_archive', ids)).toHaveLength(2);
   });
 
   it('an eventId already in the archive is not copied twice, and its outbox row still goes', async () => {
@@ -225,7 +250,14 @@ describe('Retention.archive() on MariaDB', () => {
     const tx = await txRecord(10);
     const ids: string[] = [];
     for (let i = 0; i < 60; i++) ids.push(await outbox(tx, 'SENT', 4));
-    const reports = await Promise.all([1, 2, 3].map(() => retention({ batchSize: 5 }).archive()));
+    // allSettled: a failed archiver must not leave the others running into the next test.
+    const settled = await Promise.allSettled([1, 2, 3].map(() => retention({ batchSize: 5 }).archive()));
+    expect(settled.map((r) => (r.status === 'rejected' ? String(r.reason) : 'ok'))).toEqual([
+      'ok',
+      'ok',
+      'ok',
+    ]);
+    const reports = settled.map((r) => (r as PromiseFulfilledResult<RetentionReport>).value);
     expect(reports.reduce((n, r) => n + r.outboxEvents, 0)).toBe(60);
     expect(await rowsOf('outbox_event', ids)).toHaveLength(0);
     const archived = await rowsOf('outbox_event_archive', ids);
