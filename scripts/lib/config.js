@@ -16,6 +16,7 @@ function txTiming() {
     transactionTimeOut: intFromEnv('ROCKETMQ_TX_TIMEOUT_MS', 1000),
     transactionCheckInterval: intFromEnv('ROCKETMQ_TX_CHECK_INTERVAL_MS', 2000),
     transactionCheckMax: intFromEnv('ROCKETMQ_TX_CHECK_MAX', 5),
+    transactionOpBatchInterval: intFromEnv('ROCKETMQ_TX_OP_BATCH_INTERVAL_MS', 200),
   };
 }
 
@@ -77,6 +78,10 @@ function brokerConf(ctx) {
     `transactionTimeOut=${tx.transactionTimeOut}`,
     `transactionCheckInterval=${tx.transactionCheckInterval}`,
     `transactionCheckMax=${tx.transactionCheckMax}`,
+    // The broker writes EndTransaction's op records in batches (default every 3000 ms); a check round
+    // that runs before the batch is flushed re-checks an ended transaction and a COMMIT answer
+    // delivers it a second time. Keep the batch interval well under transactionTimeOut.
+    `transactionOpBatchInterval=${tx.transactionOpBatchInterval}`,
   ];
   return lines.join('\n') + '\n';
 }
