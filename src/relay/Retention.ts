@@ -5,6 +5,7 @@ import { noopLogger, type Logger } from '../util/logger';
 import { InvalidOptionError, StoreError } from '../errors';
 import { ARCHIVED_OUTBOX_COLUMNS } from '../store/typeorm/outboxArchiveMigrations';
 import { OUTBOX_ARCHIVE_TABLE, TypeOrmFactStore } from '../store/typeorm/outboxFacts';
+import { toStoreError } from '../store/typeorm/storeError';
 import {
   isPlainObject,
   optionalFunctionsOf,
@@ -186,11 +187,15 @@ export class Retention {
     const started = Date.now();
     const rules = this.eligibility();
     const count = async ({ table, where, params }: Eligibility) => {
-      const rows: Array<{ n: number | string }> = await this.dataSource.query(
-        `SELECT COUNT(*) AS n FROM ${table} WHERE ${where}`,
-        params,
-      );
-      return Number(rows[0]?.n ?? 0);
+      try {
+        const rows: Array<{ n: number | string }> = await this.dataSource.query(
+          `SELECT COUNT(*) AS n FROM ${table} WHERE ${where}`,
+          params,
+        );
+        return Number(rows[0]?.n ?? 0);
+      } catch (err) {
+        throw toStoreError(`retention plan: counting ${table} failed`, err);
+      }
     };
     return {
       outboxEvents: await count(rules.outbox),
@@ -251,7 +256,13 @@ export class Retention {
   ): Promise<number> {
     let total = 0;
     for (let i = 0; i < this.o.maxBatchesPerTable; i++) {
-      const affected = await batch(rule);
+      let affected: number;
+      try {
+        affected = await batch(rule);
+      } catch (err) {
+        // Rows of earlier batches are gone (each batch commits): running it again continues.
+        throw toStoreError(`retention ${report.mode}: a ${rule.table} batch failed`, err);
+      }
       report.batches++;
       total += affected;
       onBatch(total, i + 1);
