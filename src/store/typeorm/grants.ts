@@ -4,7 +4,8 @@ import { InvalidOptionError } from '../../errors';
 export type SdkTable =
   'tx_record' | 'outbox_event' | 'consumed_event' | 'aggregate_cursor' | 'outbox_event_archive';
 
-export type TablePrivilege = 'SELECT' | 'INSERT' | 'UPDATE' | 'DELETE' | 'CREATE' | 'INDEX' | 'DROP';
+export type TablePrivilege =
+  'SELECT' | 'INSERT' | 'UPDATE' | 'DELETE' | 'CREATE' | 'INDEX' | 'DROP' | 'REFERENCES';
 
 /**
  * Who connects to the database, one MariaDB/MySQL user each:
@@ -69,13 +70,20 @@ export const RUNTIME_GRANTS: Readonly<Record<Exclude<GrantComponent, 'migrations
   },
 };
 
-/** CREATE TABLE for every table, CREATE INDEX on tx_record (AddTxRecordCreatedIndex); DROP only to revert. */
+/**
+ * up: CREATE TABLE (indexes inline) and CREATE INDEX (tx_record). down (revert): TypeORM drops the
+ * indexes, then the table, after looking the table up in information_schema.COLUMNS, which shows
+ * a table only to a user with a column privilege on it: REFERENCES (reads no data). Without it a
+ * revert silently skips the DROP. MariaDB/MySQL accept these grants before the table exists only
+ * in a statement that includes CREATE.
+ */
+const MIGRATION_PRIVILEGES: readonly TablePrivilege[] = ['CREATE', 'INDEX', 'DROP', 'REFERENCES'];
 const MIGRATION_GRANTS: TableGrants = {
-  tx_record: ['CREATE', 'INDEX', 'DROP'],
-  outbox_event: ['CREATE', 'DROP'],
-  consumed_event: ['CREATE', 'DROP'],
-  aggregate_cursor: ['CREATE', 'DROP'],
-  outbox_event_archive: ['CREATE', 'DROP'],
+  tx_record: MIGRATION_PRIVILEGES,
+  outbox_event: MIGRATION_PRIVILEGES,
+  consumed_event: MIGRATION_PRIVILEGES,
+  aggregate_cursor: MIGRATION_PRIVILEGES,
+  outbox_event_archive: MIGRATION_PRIVILEGES,
 };
 
 export const GRANT_COMPONENTS: readonly GrantComponent[] = [
