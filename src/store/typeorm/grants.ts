@@ -86,7 +86,9 @@ const MIGRATION_GRANTS: TableGrants = {
   outbox_event_archive: MIGRATION_PRIVILEGES,
 };
 
+/** Every component, the deploy user first (its grants come before the migrations, the others after). */
 export const GRANT_COMPONENTS: readonly GrantComponent[] = [
+  'migrations',
   'producer',
   'consumer',
   'relay',
@@ -94,7 +96,6 @@ export const GRANT_COMPONENTS: readonly GrantComponent[] = [
   'deadLetter',
   'retention',
   'reconcile',
-  'migrations',
 ];
 
 export interface GrantOptions {
