@@ -1,5 +1,5 @@
 import type { DataSource } from 'typeorm';
-import { dialectFor } from '../store/typeorm/dialect';
+import { dialectFor, isDatabaseError } from '../store/typeorm/dialect';
 import { requireDataSource } from '../util/clientOptions';
 import { noopLogger, type Logger } from '../util/logger';
 import { InvalidOptionError, StoreError } from '../errors';
@@ -87,6 +87,7 @@ const KNOWN = [
   'logger',
 ];
 
+const BATCH_ATTEMPTS = 3;
 const CUTOFF = 'CURRENT_TIMESTAMP(3) - INTERVAL ? MICROSECOND';
 
 /** Which rows may go: one rule per table, shared by purge(), archive() and plan(). */
@@ -257,11 +258,24 @@ export class Retention {
     let total = 0;
     for (let i = 0; i < this.o.maxBatchesPerTable; i++) {
       let affected: number;
-      try {
-        affected = await batch(rule);
-      } catch (err) {
-        // Rows of earlier batches are gone (each batch commits): running it again continues.
-        throw toStoreError(`retention ${report.mode}: a ${rule.table} batch failed`, err);
+      for (let attempt = 1; ; attempt++) {
+        try {
+          affected = await batch(rule);
+          break;
+        } catch (err) {
+          // A deadlock victim or lock-wait timeout was rolled back whole: that batch may run again.
+          const kind = dialectFor(this.dataSource).classify(err);
+          if (attempt < BATCH_ATTEMPTS && (kind === 'DEADLOCK' || kind === 'LOCK_WAIT_TIMEOUT')) {
+            this.logger.warn(
+              { table: rule.table, attempt, kind },
+              'retention batch lost a lock; running it again',
+            );
+            continue;
+          }
+          if (kind === 'OTHER' && !isDatabaseError(err)) throw err;
+          // Rows of earlier batches are gone (each batch commits): running it again continues.
+          throw toStoreError(`retention ${report.mode}: a batch of ${rule.table} failed`, err);
+        }
       }
       report.batches++;
       total += affected;

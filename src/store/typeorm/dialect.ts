@@ -91,6 +91,14 @@ export const mysqlDialect: Dialect = {
   },
 };
 
+/** Whether err came from the database driver (TypeORM's QueryFailedError, or a driver error itself). */
+export function isDatabaseError(err: unknown): boolean {
+  if (typeof err !== 'object' || err === null) return false;
+  if ((err as { driverError?: unknown }).driverError !== undefined) return true;
+  const { errno, sqlState } = err as { errno?: unknown; sqlState?: unknown };
+  return typeof errno === 'number' || typeof sqlState === 'string';
+}
+
 export function dialectFor(dataSource: DataSource): Dialect {
   const type = dataSource.options.type;
   if (type === 'mysql' || type === 'mariadb') return mysqlDialect;
