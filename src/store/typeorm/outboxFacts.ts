@@ -66,7 +66,7 @@ export class TypeOrmFactStore {
       if (kind === 'NO_SUCH_TABLE') return false;
       throw toStoreError(
         kind === 'ACCESS_DENIED'
-          ? `${OUTBOX_ARCHIVE_TABLE} may exist and cannot be read (FactReconciler: includeArchive: false if you do not archive)`
+          ? `cannot tell whether ${OUTBOX_ARCHIVE_TABLE} exists (includeArchive: false / --no-archive if you do not archive)`
           : `could not tell whether ${OUTBOX_ARCHIVE_TABLE} exists`,
         err,
       );
