@@ -54,6 +54,11 @@ describe('rocketMqTxGrants', () => {
   it('validates its options, naming the bad one', () => {
     const ok = { database: 'shop', user: "'u'@'%'" };
     expect(() => rocketMqTxGrants('admin' as GrantComponent, ok)).toThrow(InvalidOptionError);
+    expect(() => tableGrants('admin' as GrantComponent)).toThrow(/option component/);
+    expect(() => rocketMqTxGrants('relay', { ...ok, archive: 'no' as unknown as boolean })).toThrow(
+      /option archive/,
+    );
+    expect(() => rocketMqTxGrants('relay', null as unknown as typeof ok)).toThrow(/option options/);
     expect(() => rocketMqTxGrants('producer', { ...ok, database: 'shop`; DROP' })).toThrow(/option database/);
     expect(() => rocketMqTxGrants('producer', { ...ok, user: 'u' })).toThrow(/option user/);
     expect(() => rocketMqTxGrants('producer', { ...ok, user: "'u'@'%' WITH GRANT OPTION" })).toThrow(

@@ -105,7 +105,7 @@ export interface GrantOptions {
   user: string;
   /** migrations only: TypeORM's migrationsTableName (TypeORM's default: `migrations`). */
   migrationsTableName?: string;
-  /** Leave out outbox_event_archive (when rocketMqTxArchiveMigrations is not used). Default true. */
+  /** false: leave out outbox_event_archive (you do not use rocketMqTxArchiveMigrations). Default true. */
   archive?: boolean;
 }
 
@@ -117,6 +117,12 @@ export function tableGrants(
   component: GrantComponent,
   options: { migrationsTableName?: string; archive?: boolean } = {},
 ): Record<string, TablePrivilege[]> {
+  if (!GRANT_COMPONENTS.includes(component)) {
+    throw new InvalidOptionError('component', component, `one of ${GRANT_COMPONENTS.join(', ')}`);
+  }
+  if (options.archive !== undefined && typeof options.archive !== 'boolean') {
+    throw new InvalidOptionError('archive', options.archive, 'true or false');
+  }
   const base: TableGrants = component === 'migrations' ? MIGRATION_GRANTS : RUNTIME_GRANTS[component];
   const out: Record<string, TablePrivilege[]> = {};
   for (const [table, privileges] of Object.entries(base)) {
@@ -139,8 +145,12 @@ export function tableGrants(
  * // ["GRANT SELECT, INSERT, UPDATE ON `orders`.`consumed_event` TO 'orders_consumer'@'%'", ...]
  */
 export function rocketMqTxGrants(component: GrantComponent, options: GrantOptions): string[] {
-  if (!GRANT_COMPONENTS.includes(component)) {
-    throw new InvalidOptionError('component', component, `one of ${GRANT_COMPONENTS.join(', ')}`);
+  if (typeof options !== 'object' || options === null) {
+    throw new InvalidOptionError(
+      'options',
+      options,
+      'an object { database, user, migrationsTableName?, archive? }',
+    );
   }
   const { database, user, migrationsTableName } = options;
   if (typeof database !== 'string' || !IDENTIFIER_RE.test(database)) {
