@@ -145,6 +145,32 @@ export class StoreError extends RocketMqTxError {
   }
 }
 
+/**
+ * The database user lacks a table privilege the SDK needs (MariaDB/MySQL ER_TABLEACCESS_DENIED_ERROR
+ * or ER_COLUMNACCESS_DENIED_ERROR). Not retriable: the same statement fails until the privilege is
+ * granted. `rocketMqTxGrants(component, ...)` prints what each component needs (docs/security.md).
+ */
+export class StoreAccessDeniedError extends StoreError {
+  /** E.g. `INSERT`. */
+  readonly privilege: string;
+  /** E.g. `tx_record` (without the database name). */
+  readonly table: string;
+  /** Set when the server named a column (a column-level check, e.g. SELECT for a WHERE clause). */
+  readonly column: string | undefined;
+  constructor(context: string, privilege: string, table: string, column: string | undefined, cause: unknown) {
+    super(
+      `${context}: the database user lacks ${privilege} on ${table}` +
+        (column !== undefined ? ` (column ${column})` : '') +
+        '; grant it (rocketMqTxGrants() lists what each component needs)',
+      cause,
+      false,
+    );
+    this.privilege = privilege;
+    this.table = table;
+    this.column = column;
+  }
+}
+
 /** Short, log-safe rendering of a bad value for error messages. */
 export function describeValue(value: unknown): string {
   if (value === undefined) return 'undefined';

@@ -8,6 +8,7 @@ export {
   TransactionOutcomeUnknownError,
   ProducerNotRunningError,
   StoreError,
+  StoreAccessDeniedError,
   ConsumerNotRunningError,
   UnhandledEventError,
   MissingDependencyError,
@@ -50,6 +51,15 @@ export type {
 } from './relay/factReconcilerOptions';
 export { backoffDelay, type BackoffPolicy } from './relay/backoff';
 export { TypeOrmOutboxStore } from './store/typeorm/outboxStore';
+export {
+  rocketMqTxGrants,
+  tableGrants,
+  GRANT_COMPONENTS,
+  type GrantComponent,
+  type GrantOptions,
+  type SdkTable,
+  type TablePrivilege,
+} from './store/typeorm/grants';
 export { OutboxEventEntity, type OutboxEvent, type OutboxStatus } from './store/typeorm/outboxEntities';
 export { CreateOutboxEvent1764633900000 } from './store/typeorm/outboxMigrations';
 export {

@@ -1,4 +1,5 @@
 import type { TxRecordStore } from '../store/ports';
+import { toStoreError } from '../store/typeorm/storeError';
 import type { CheckBackDecision, DecidedResolution } from './CheckBackDispatcher';
 import { errorFields, noopLogger, type Logger } from '../util/logger';
 import { isUuid } from '../util/uuidv7';
@@ -81,7 +82,12 @@ export class TxRecordResolver implements CheckBackResolver {
         return { resolution: TransactionResolution.ROLLBACK, decidedBy: 'row_found' };
       case 'UNDECIDED':
         this.logger.warn(
-          { txId, topic, reason: outcome.reason, ...errorFields(outcome.error) },
+          {
+            txId,
+            topic,
+            reason: outcome.reason,
+            ...errorFields(toStoreError('check-back fence', outcome.error)),
+          },
           'check-back undecided; the broker will ask again',
         );
         return {

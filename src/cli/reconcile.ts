@@ -40,6 +40,11 @@ export const reconcileFlags = {
     value: '<date>',
     description: 'passed to the fact query as its window end (ISO-8601)',
   },
+  'no-archive': {
+    type: 'boolean',
+    description:
+      'do not look in outbox_event_archive (default: look when it exists; a user who cannot read it gets an error)',
+  },
   'batch-size': { type: 'string', value: '<n>', description: 'facts per page (default 500)' },
   'max-reported': {
     type: 'string',
@@ -185,6 +190,7 @@ export const reconcileCommand: Command = {
         ...exports,
         dataSource,
         logger,
+        ...(boolFlag(f, 'no-archive') ? { includeArchive: false } : {}),
         ...(batchSize !== undefined ? { batchSize } : {}),
         ...(maxReported !== undefined ? { maxReportedMissing: maxReported } : {}),
         ...(since ? { since } : {}),

@@ -1,6 +1,7 @@
 import type { DataSource } from 'typeorm';
 import { InvalidOptionError, StoreError } from '../errors';
 import { dialectFor } from '../store/typeorm/dialect';
+import { toStoreError } from '../store/typeorm/storeError';
 import { requireDataSource, requireResourceName } from '../util/clientOptions';
 import { optionalObject, rejectUnknownKeys } from '../util/validate';
 
@@ -147,7 +148,8 @@ export function nameList(option: string, value: unknown): string[] | null {
  * s.outbox.dead;                   // events the relay gave up on
  *
  * @throws InvalidOptionError for a bad dataSource or filter (before any query).
- * @throws StoreError (retriable) when a query fails; (not retriable) when the DataSource is not initialized.
+ * @throws StoreError (retriable) when a query fails; (not retriable) when the DataSource is not initialized;
+ *   StoreAccessDeniedError (not retriable) when the user lacks SELECT on one of the tables.
  */
 export async function collectStatus(dataSource: DataSource, options?: StatusOptions): Promise<StatusReport> {
   const ds = requireDataSource(dataSource);
@@ -187,7 +189,7 @@ async function run(ds: DataSource, table: string, q: Query): Promise<unknown[]> 
     if (!Array.isArray(rows)) throw new Error('the driver returned no rows');
     return rows;
   } catch (err) {
-    throw new StoreError(`status: the ${table} query failed`, err);
+    throw toStoreError(`status: the ${table} query failed`, err);
   }
 }
 

@@ -17,6 +17,7 @@ import type { NewOutboxEvent, OutboxInitialStatus, OutboxStore, TxRecordStore } 
 import { TypeOrmTxRecordStore } from '../store/typeorm/TypeOrmTxRecordStore';
 import { TypeOrmOutboxStore } from '../store/typeorm/outboxStore';
 import { destroyConnection } from '../store/typeorm/dialect';
+import { toStoreError } from '../store/typeorm/storeError';
 import { errorFields, type Logger } from '../util/logger';
 import { uuidv7 } from '../util/uuidv7';
 import { withTimeout } from '../util/time';
@@ -328,7 +329,7 @@ export class TransactionalProducer {
       } catch (err) {
         return {
           kind: 'rolled-back',
-          error: new StoreError(`could not open a database transaction for ${txId}`, err),
+          error: toStoreError(`could not open a database transaction for ${txId}`, err),
         };
       }
       let inserted: boolean;
@@ -341,7 +342,7 @@ export class TransactionalProducer {
         });
       } catch (err) {
         await this.abandonLocal(queryRunner, txId);
-        return { kind: 'rolled-back', error: new StoreError(`could not insert tx_record ${txId}`, err) };
+        return { kind: 'rolled-back', error: toStoreError(`could not insert tx_record ${txId}`, err) };
       }
       if (!inserted) {
         await this.abandonLocal(queryRunner, txId);
@@ -358,7 +359,7 @@ export class TransactionalProducer {
             error:
               err instanceof RocketMqTxError
                 ? err
-                : new StoreError(`could not insert outbox_event rows of ${txId}`, err),
+                : toStoreError(`could not insert outbox_event rows of ${txId}`, err),
           };
         }
       }

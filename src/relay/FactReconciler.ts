@@ -3,6 +3,7 @@ import { prepareEvents } from '../producer/events';
 import { outboxRows } from '../producer/TransactionalProducer';
 import type { NewOutboxEvent } from '../store/ports';
 import { TypeOrmFactStore, type FactEventRow } from '../store/typeorm/outboxFacts';
+import { toStoreError } from '../store/typeorm/storeError';
 import { isPlainObject } from '../util/validate';
 import { uuidv7 } from '../util/uuidv7';
 import {
@@ -126,7 +127,7 @@ export class FactReconciler<F extends Fact = Fact, C = unknown> {
         await this.store
           .findRows(facts, withArchive)
           .catch((err: unknown) =>
-            Promise.reject(new StoreError('fact reconciliation: outbox lookup failed', err)),
+            Promise.reject(toStoreError('fact reconciliation: outbox lookup failed', err)),
           ),
       );
       const missing: F[] = [];
@@ -278,10 +279,7 @@ export class FactReconciler<F extends Fact = Fact, C = unknown> {
         );
       } catch (err) {
         if (attempt >= WRITE_ATTEMPTS || !this.store.isTransient(err)) {
-          throw new StoreError(
-            'fact reconciliation: writing the missing events failed (nothing written)',
-            err,
-          );
+          throw toStoreError('fact reconciliation: writing the missing events failed (nothing written)', err);
         }
         this.o.logger.warn({ attempt }, 'republish transaction was a deadlock victim; running it again');
       }

@@ -8,6 +8,7 @@ import {
 import { RocketMqGateway } from '../broker/RocketMqGateway';
 import type { ClaimedOutboxEvent, OutboxStore } from '../store/ports';
 import { TypeOrmOutboxStore } from '../store/typeorm/outboxStore';
+import { toStoreError } from '../store/typeorm/storeError';
 import { errorFields, type Logger } from '../util/logger';
 import { withTimeout } from '../util/time';
 import { ATTACH_OBSERVER, Observers, type TxObserver } from '../observability/observer';
@@ -108,7 +109,10 @@ export class OutboxRelay {
       });
     } catch (err) {
       this.stats.storeErrors++;
-      this.logger.warn(errorFields(err), 'outbox claim failed; retrying at the next poll');
+      this.logger.warn(
+        errorFields(toStoreError('outbox claim failed', err)),
+        'outbox claim failed; retrying at the next poll',
+      );
       return 0;
     }
     this.stats.claimed += rows.length;
@@ -132,7 +136,10 @@ export class OutboxRelay {
       return n;
     } catch (err) {
       this.stats.storeErrors++;
-      this.logger.warn(errorFields(err), 'discard reconciliation failed; retrying later');
+      this.logger.warn(
+        errorFields(toStoreError('discard reconciliation failed', err)),
+        'discard reconciliation failed; retrying later',
+      );
       return 0;
     }
   }
@@ -220,7 +227,10 @@ export class OutboxRelay {
       await write();
     } catch (err) {
       this.stats.storeErrors++;
-      this.logger.warn(errorFields(err), 'could not record an outbox outcome; the lease will expire');
+      this.logger.warn(
+        errorFields(toStoreError('recording an outbox outcome failed', err)),
+        'could not record an outbox outcome; the lease will expire',
+      );
     }
   }
 

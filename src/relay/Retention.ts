@@ -1,10 +1,11 @@
 import type { DataSource } from 'typeorm';
-import { dialectFor } from '../store/typeorm/dialect';
+import { dialectFor, isDatabaseError } from '../store/typeorm/dialect';
 import { requireDataSource } from '../util/clientOptions';
 import { noopLogger, type Logger } from '../util/logger';
 import { InvalidOptionError, StoreError } from '../errors';
 import { ARCHIVED_OUTBOX_COLUMNS } from '../store/typeorm/outboxArchiveMigrations';
 import { OUTBOX_ARCHIVE_TABLE, TypeOrmFactStore } from '../store/typeorm/outboxFacts';
+import { toStoreError } from '../store/typeorm/storeError';
 import {
   isPlainObject,
   optionalFunctionsOf,
@@ -86,6 +87,7 @@ const KNOWN = [
   'logger',
 ];
 
+const BATCH_ATTEMPTS = 5;
 const CUTOFF = 'CURRENT_TIMESTAMP(3) - INTERVAL ? MICROSECOND';
 
 /** Which rows may go: one rule per table, shared by purge(), archive() and plan(). */
@@ -186,11 +188,15 @@ export class Retention {
     const started = Date.now();
     const rules = this.eligibility();
     const count = async ({ table, where, params }: Eligibility) => {
-      const rows: Array<{ n: number | string }> = await this.dataSource.query(
-        `SELECT COUNT(*) AS n FROM ${table} WHERE ${where}`,
-        params,
-      );
-      return Number(rows[0]?.n ?? 0);
+      try {
+        const rows: Array<{ n: number | string }> = await this.dataSource.query(
+          `SELECT COUNT(*) AS n FROM ${table} WHERE ${where}`,
+          params,
+        );
+        return Number(rows[0]?.n ?? 0);
+      } catch (err) {
+        throw toStoreError(`retention plan: counting ${table} failed`, err);
+      }
     };
     return {
       outboxEvents: await count(rules.outbox),
@@ -251,7 +257,7 @@ export class Retention {
   ): Promise<number> {
     let total = 0;
     for (let i = 0; i < this.o.maxBatchesPerTable; i++) {
-      const affected = await this.runBatch(batch, rule);
+      const affected = await this.runBatch(report, batch, rule);
       report.batches++;
       total += affected;
       onBatch(total, i + 1);
@@ -262,28 +268,30 @@ export class Retention {
 
   /**
    * A batch is one statement or one short transaction: a deadlock or lock-wait victim was rolled
-   * back whole by InnoDB, so it is run again (parallel archivers, the relay and purges touch the
-   * same index pages). Any other failure, or the last attempt's, is a StoreError.
+   * back whole by InnoDB, so it runs again (parallel archivers, the relay and purges touch the
+   * same index pages). A database failure, or the last attempt's, is a StoreError
+   * (StoreAccessDeniedError for a missing privilege); rows of earlier batches stay removed.
    */
-  private async runBatch(batch: (rule: Eligibility) => Promise<number>, rule: Eligibility): Promise<number> {
+  private async runBatch(
+    report: RetentionReport,
+    batch: (rule: Eligibility) => Promise<number>,
+    rule: Eligibility,
+  ): Promise<number> {
     for (let attempt = 1; ; attempt++) {
       try {
         return await batch(rule);
       } catch (err) {
         const kind = dialectFor(this.dataSource).classify(err);
-        const transient = kind === 'DEADLOCK' || kind === 'LOCK_WAIT_TIMEOUT';
-        if (!transient || attempt >= BATCH_ATTEMPTS) {
-          throw new StoreError(
-            `retention: a ${rule.table} batch failed${transient ? ` ${attempt} times (${kind})` : ''}; rows of earlier batches stay removed, this batch was rolled back`,
-            err,
-            transient,
+        if (attempt < BATCH_ATTEMPTS && (kind === 'DEADLOCK' || kind === 'LOCK_WAIT_TIMEOUT')) {
+          this.logger.warn(
+            { table: rule.table, attempt, kind },
+            'retention batch lost a lock; running it again',
           );
+          await sleep(Math.floor(Math.random() * 50 * attempt));
+          continue;
         }
-        this.logger.warn(
-          { table: rule.table, attempt, kind },
-          'retention batch was a lock victim; running it again',
-        );
-        await sleep(Math.floor(Math.random() * 50 * attempt));
+        if (kind === 'OTHER' && !isDatabaseError(err)) throw err;
+        throw toStoreError(`retention ${report.mode}: a batch of ${rule.table} failed`, err);
       }
     }
   }
@@ -334,7 +342,5 @@ export class Retention {
     );
   }
 }
-
-const BATCH_ATTEMPTS = 5;
 
 const sleep = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms));

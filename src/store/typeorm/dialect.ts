@@ -1,7 +1,15 @@
 import type { DataSource, QueryRunner } from 'typeorm';
 import { InvalidOptionError } from '../../errors';
 
-export type DbErrorKind = 'DUPLICATE_KEY' | 'LOCK_WAIT_TIMEOUT' | 'DEADLOCK' | 'OTHER';
+export type DbErrorKind =
+  'DUPLICATE_KEY' | 'LOCK_WAIT_TIMEOUT' | 'DEADLOCK' | 'ACCESS_DENIED' | 'NO_SUCH_TABLE' | 'OTHER';
+
+/** What the server refused: a privilege on a table (and the column, for a column-level check). */
+export interface AccessDenied {
+  privilege: string;
+  table: string;
+  column?: string;
+}
 
 /** Per-database SQL and error classification. One implementation per supported database. */
 export interface Dialect {
@@ -9,14 +17,48 @@ export interface Dialect {
   placeholder(index: number): string;
   nowExpression: string;
   classify(err: unknown): DbErrorKind;
+  /** The missing privilege when err is a table or column access denial; undefined otherwise. */
+  accessDenied(err: unknown): AccessDenied | undefined;
   /** Runs fn with the session's row-lock wait bounded to about `ms`, then restores the session. */
   withLockWait<T>(queryRunner: QueryRunner, ms: number, fn: () => Promise<T>): Promise<T>;
 }
 
-function driverError(err: unknown): { code?: unknown; errno?: unknown } {
+function driverError(err: unknown): {
+  code?: unknown;
+  errno?: unknown;
+  sqlMessage?: unknown;
+  message?: unknown;
+} {
   if (typeof err !== 'object' || err === null) return {};
   const inner = (err as { driverError?: unknown }).driverError;
   return (typeof inner === 'object' && inner !== null ? inner : err) as { code?: unknown; errno?: unknown };
+}
+
+// MariaDB: "INSERT command denied to user 'u'@'h' for table `db`.`t`"; MySQL: "... for table 't'".
+// Column checks: "SELECT command denied to user 'u'@'h' for column 'c' in table 't'".
+const NAME = "[`']?([^`'.]+)[`']?";
+const TABLE_DENIED_RE = new RegExp(`^(.+?) command denied to user .+ for table (?:${NAME}\\.)?${NAME}$`);
+const COLUMN_DENIED_RE = new RegExp(
+  `^(.+?) command denied to user .+ for column ${NAME} in table (?:${NAME}\\.)?${NAME}$`,
+);
+
+function mysqlAccessDenied(err: unknown): AccessDenied | undefined {
+  const d = driverError(err);
+  const text =
+    typeof d.sqlMessage === 'string' ? d.sqlMessage : typeof d.message === 'string' ? d.message : '';
+  if (d.code === 'ER_TABLEACCESS_DENIED_ERROR' || d.errno === 1142) {
+    const m = TABLE_DENIED_RE.exec(text);
+    return { privilege: m?.[1] ?? 'a privilege', table: m?.[3] ?? '(a table)' };
+  }
+  if (d.code === 'ER_COLUMNACCESS_DENIED_ERROR' || d.errno === 1143) {
+    const m = COLUMN_DENIED_RE.exec(text);
+    return {
+      privilege: m?.[1] ?? 'a privilege',
+      table: m?.[4] ?? '(a table)',
+      ...(m ? { column: m[2]! } : {}),
+    };
+  }
+  return undefined;
 }
 
 export const mysqlDialect: Dialect = {
@@ -28,8 +70,11 @@ export const mysqlDialect: Dialect = {
     if (code === 'ER_DUP_ENTRY' || errno === 1062) return 'DUPLICATE_KEY';
     if (code === 'ER_LOCK_WAIT_TIMEOUT' || errno === 1205) return 'LOCK_WAIT_TIMEOUT';
     if (code === 'ER_LOCK_DEADLOCK' || errno === 1213) return 'DEADLOCK';
+    if (code === 'ER_NO_SUCH_TABLE' || errno === 1146) return 'NO_SUCH_TABLE';
+    if (mysqlAccessDenied(err)) return 'ACCESS_DENIED';
     return 'OTHER';
   },
+  accessDenied: mysqlAccessDenied,
   async withLockWait(queryRunner, ms, fn) {
     // innodb_lock_wait_timeout is whole seconds (MariaDB treats 0 as NOWAIT): round up, at least 1.
     const seconds = Math.max(1, Math.ceil(ms / 1000));
@@ -45,6 +90,14 @@ export const mysqlDialect: Dialect = {
     }
   },
 };
+
+/** Whether err came from the database driver (TypeORM's QueryFailedError, or a driver error itself). */
+export function isDatabaseError(err: unknown): boolean {
+  if (typeof err !== 'object' || err === null) return false;
+  if ((err as { driverError?: unknown }).driverError !== undefined) return true;
+  const { errno, sqlState } = err as { errno?: unknown; sqlState?: unknown };
+  return typeof errno === 'number' || typeof sqlState === 'string';
+}
 
 export function dialectFor(dataSource: DataSource): Dialect {
   const type = dataSource.options.type;

@@ -2,6 +2,7 @@ import type { DataSource, EntityManager } from 'typeorm';
 import type { NewOutboxEvent } from '../ports';
 import type { OutboxStatus } from './outboxEntities';
 import { dialectFor, type Dialect } from './dialect';
+import { toStoreError } from './storeError';
 
 /** What a fact reconciliation needs to find: an event of this type for this aggregate (and version). */
 export interface FactKey {
@@ -51,13 +52,25 @@ export class TypeOrmFactStore {
     return kind === 'DEADLOCK' || kind === 'LOCK_WAIT_TIMEOUT';
   }
 
-  /** Whether the opt-in archive table exists in the DataSource's database. */
+  /**
+   * Whether the opt-in archive table exists in the DataSource's database. Asked by reading it, not
+   * information_schema, which hides a table the user has no privilege on: an archive the user
+   * cannot read is an error (StoreAccessDeniedError), never "no archive".
+   */
   async archiveExists(): Promise<boolean> {
-    const rows: unknown[] = await this.dataSource.query(
-      `SELECT 1 AS one FROM information_schema.tables WHERE table_schema = DATABASE() AND table_name = ?`,
-      [OUTBOX_ARCHIVE_TABLE],
-    );
-    return rows.length > 0;
+    try {
+      await this.dataSource.query(`SELECT 1 FROM ${OUTBOX_ARCHIVE_TABLE} WHERE 1 = 0`);
+      return true;
+    } catch (err) {
+      const kind = this.dialect.classify(err);
+      if (kind === 'NO_SUCH_TABLE') return false;
+      throw toStoreError(
+        kind === 'ACCESS_DENIED'
+          ? `cannot tell whether ${OUTBOX_ARCHIVE_TABLE} exists (includeArchive: false / --no-archive if you do not archive)`
+          : `could not tell whether ${OUTBOX_ARCHIVE_TABLE} exists`,
+        err,
+      );
+    }
   }
 
   /** Every row, live or archived, of the facts' aggregates (filtered to their event types). */
