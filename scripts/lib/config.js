@@ -1,6 +1,7 @@
 'use strict';
 /** Files written into the RocketMQ home folder: Maven pom, broker.conf, rmq-proxy.json, logback configs. */
 const path = require('node:path');
+const security = require('./security');
 
 function intFromEnv(name, fallback) {
   const raw = process.env[name];
@@ -77,6 +78,7 @@ function brokerConf(ctx) {
     `transactionTimeOut=${tx.transactionTimeOut}`,
     `transactionCheckInterval=${tx.transactionCheckInterval}`,
     `transactionCheckMax=${tx.transactionCheckMax}`,
+    ...security.brokerAuthLines(ctx.security),
   ];
   return lines.join('\n') + '\n';
 }
@@ -106,6 +108,7 @@ function proxyJson(ctx) {
         topicRouteServiceCacheRefreshSeconds: 2,
         // No periodic jstack dumps into the proxy log.
         enablePrintJstack: false,
+        ...security.proxyAuthEntries(ctx.security, ctx.tlsFiles),
       },
       null,
       2,
