@@ -28,20 +28,28 @@ function securityFromEnv() {
 /**
  * The users of an ACL broker. `admin` is the broker's inner-client credential (a SUPER user: the
  * proxy's own clients and our admin helper); `user` may publish and subscribe on the test topics
- * and groups; `denied` exists but has no ACL entry, so authorization refuses it everything.
+ * and groups; `reader` may only subscribe (Pub is denied); `denied` exists but has no ACL entry,
+ * so authorization refuses it everything.
  */
 const ACL_USERS = Object.freeze({
   admin: Object.freeze({ accessKey: 'rmqtx-admin', accessSecret: 'rmqtx-admin-secret-Xq7v2Kp9' }),
   user: Object.freeze({ accessKey: 'rmqtx-user', accessSecret: 'rmqtx-user-secret-Wm4c8Rz1' }),
+  reader: Object.freeze({ accessKey: 'rmqtx-reader', accessSecret: 'rmqtx-reader-secret-Jd2s9Lq4' }),
   denied: Object.freeze({ accessKey: 'rmqtx-denied', accessSecret: 'rmqtx-denied-secret-Bn5t3Hy6' }),
 });
 
-/** ACL entries of `user`: ACL 2.0 resources (a trailing `*` is a prefix match) and actions. */
-const USER_GRANTS = Object.freeze([
-  { resource: 'Topic:rmqtx_*', actions: ['Pub', 'Sub'] },
-  { resource: 'Topic:orders_*', actions: ['Pub', 'Sub'] },
-  { resource: 'Group:*', actions: ['Sub'] },
-]);
+/** ACL entries per user: ACL 2.0 resources (a trailing `*` is a prefix match) and actions. */
+const GRANTS = Object.freeze({
+  user: [
+    { resource: 'Topic:rmqtx_*', actions: ['Pub', 'Sub'] },
+    { resource: 'Topic:orders_*', actions: ['Pub', 'Sub'] },
+    { resource: 'Group:*', actions: ['Sub'] },
+  ],
+  reader: [
+    { resource: 'Topic:rmqtx_*', actions: ['Sub'] },
+    { resource: 'Group:*', actions: ['Sub'] },
+  ],
+});
 
 const AUTH_PROVIDERS = {
   authenticationProvider: 'org.apache.rocketmq.auth.authentication.provider.DefaultAuthenticationProvider',
@@ -237,18 +245,20 @@ function ensureTlsFiles(home) {
 function aclSpecLines(sec) {
   if (!sec.acl) return [];
   const lines = [];
-  for (const key of ['user', 'denied']) {
+  for (const key of ['user', 'reader', 'denied']) {
     const u = ACL_USERS[key];
     lines.push(`user ${u.accessKey} ${u.accessSecret}`);
   }
-  for (const g of USER_GRANTS)
-    lines.push(`acl ${ACL_USERS.user.accessKey} ${g.resource} ${g.actions.join(',')}`);
+  for (const [key, grants] of Object.entries(GRANTS)) {
+    for (const g of grants)
+      lines.push(`acl ${ACL_USERS[key].accessKey} ${g.resource} ${g.actions.join(',')}`);
+  }
   return lines;
 }
 
 module.exports = {
   ACL_USERS,
-  USER_GRANTS,
+  GRANTS,
   SecurityConfigError,
   securityFromEnv,
   brokerAuthLines,

@@ -45,18 +45,24 @@ export async function startClient(client: BaseClient, timeoutMs: number, target:
   });
   const routes = client as unknown as { updateRoutes: () => Promise<void> };
   const updateRoutes = routes.updateRoutes;
+  let refused: RocketMqTxError | undefined;
   routes.updateRoutes = async () => {
+    // After a refusal the client's startup loop retries twice more; without this it would open
+    // a new channel after our shutdown() and keep the process alive.
+    if (refused) throw refused;
     try {
       await updateRoutes.call(client);
     } catch (err) {
-      const security = classifySecurityError(err, endpoints, target.resource, target.accessKey);
-      if (security) failFast(security);
+      refused = classifySecurityError(err, endpoints, target.resource, target.accessKey);
+      if (refused) failFast(refused);
       throw err;
     }
   };
   const startup = client.startup();
+  // Back to the prototype's method once startup settles (the periodic refresh needs no wrapper).
+  const restore = () => void delete (routes as { updateRoutes?: unknown }).updateRoutes;
   // After a fast failure the client's own retry loop still ends in a rejection: keep it handled.
-  startup.catch(() => undefined);
+  startup.then(restore, restore);
   try {
     await withTimeout(
       Promise.race([startup, fatal]),
@@ -76,7 +82,5 @@ export async function startClient(client: BaseClient, timeoutMs: number, target:
     );
   } finally {
     clearInterval(nudge);
-    // Back to the prototype's method (the periodic route refresh needs no wrapper).
-    delete (routes as { updateRoutes?: unknown }).updateRoutes;
   }
 }

@@ -36,7 +36,7 @@ const rocketmq = require('../../scripts/rocketmq.js') as {
   stop(options?: { quiet?: boolean }): Promise<unknown>;
   ports(): { grpc: number };
   generateCa(dir: string, options?: { name?: string }): { caCert: string };
-  ACL_USERS: { admin: Credentials; user: Credentials; denied: Credentials };
+  ACL_USERS: { admin: Credentials; user: Credentials; reader: Credentials; denied: Credentials };
 };
 /* eslint-enable @typescript-eslint/no-require-imports */
 
@@ -47,7 +47,7 @@ const SECURE_ENV: Record<string, string> = {
   ROCKETMQ_TX_ACL: '1',
   ROCKETMQ_TX_TLS: '1',
 };
-const { user: USER, denied: DENIED } = rocketmq.ACL_USERS;
+const { user: USER, reader: READER, denied: DENIED } = rocketmq.ACL_USERS;
 const TX_TOPIC = 'rmqtx_tx_0';
 const NORMAL_TOPIC = 'rmqtx_normal_0';
 const RUN = `${process.pid}_${Date.now().toString(36)}`;
@@ -200,6 +200,23 @@ describe('broker security: ACL 2.0 and TLS on a real proxy', () => {
     expect(consumerFailure.error.retriable).toBe(false);
     errors.push(error, consumerFailure.error);
     await Promise.all([p.shutdown(), c.shutdown()]);
+  });
+
+  it('a user with Sub but not Pub on the topic: its consumer starts, its producer gets AuthorizationError', async () => {
+    // The proxy checks Pub when the producer's settings (its topics) arrive, so start() fails.
+    const p = producer({ credentials: READER });
+    const { error, ms } = await expectRejects(p.start(), AuthorizationError);
+    expect(error.retriable).toBe(false);
+    expect(error.resource).toBe(`Topic:${TX_TOPIC}`);
+    expect(error.message).toContain(READER.accessKey);
+    expect(ms).toBeLessThan(START_TIMEOUT_MS);
+    errors.push(error);
+    const c = consumer({ credentials: READER, consumerGroup: `it_secure_reader_${RUN}` });
+    try {
+      await c.start();
+    } finally {
+      await Promise.all([p.shutdown(), c.shutdown()]);
+    }
   });
 
   it('a CA that did not sign the proxy certificate fails start() with TlsError, not a timeout', async () => {
