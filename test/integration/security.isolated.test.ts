@@ -331,6 +331,8 @@ describe('broker security: ACL 2.0 and TLS on a real proxy', () => {
     // error above, the metrics text) contains a secret, the DB password or the sensitive body.
     const haystack = [...lines, ...errors.map((e) => inspect(e, { depth: 8 }))].join('\n');
     expect(lines.length).toBeGreaterThan(20);
+    // The client library's own log reaches the capturing logger (src/broker/clientLogger.ts).
+    expect(lines.some((l) => l.includes("component: 'rocketmq-client'"))).toBe(true);
     expect(haystack).toContain(USER.accessKey); // what is allowed to appear
     for (const secret of [USER.accessSecret, DENIED.accessSecret, rocketmq.ACL_USERS.admin.accessSecret]) {
       expect(haystack).not.toContain(secret);
