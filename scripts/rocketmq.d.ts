@@ -20,6 +20,12 @@ export interface StartResult {
   alreadyRunning?: boolean;
   ms?: number;
   jarDownloadMs?: number;
+  /** ROCKETMQ_TX_ACL: ACL 2.0 authentication and authorization enforced (users in ACL_USERS). */
+  acl?: boolean;
+  /** ROCKETMQ_TX_TLS: TLS enforced on the proxy. */
+  tls?: boolean;
+  /** With TLS: the generated CA clients must trust (<home>/tls/ca.crt). */
+  caFile?: string;
 }
 
 export interface StopOptions {
@@ -65,3 +71,23 @@ export function ports(): {
   brokerHa: number;
 };
 export class RocketMqError extends Error {}
+
+export interface TestCredentials {
+  readonly accessKey: string;
+  readonly accessSecret: string;
+}
+/**
+ * Users of an ACL broker (test secrets): admin (SUPER, inner clients), user (Pub/Sub on rmqtx_* and
+ * orders_*, Sub on every group), reader (Sub only), denied (no ACL).
+ */
+export const ACL_USERS: {
+  readonly admin: TestCredentials;
+  readonly user: TestCredentials;
+  readonly reader: TestCredentials;
+  readonly denied: TestCredentials;
+};
+/** Generates a self-signed CA (ca.crt, ca.key) into dir with openssl. */
+export function generateCa(
+  dir: string,
+  options?: { days?: number; name?: string },
+): { caCert: string; caKey: string };

@@ -15,6 +15,7 @@ const childProcess = require('node:child_process');
 const proc = require('./lib/proc');
 const config = require('./lib/config');
 const admin = require('./lib/admin');
+const security = require('./lib/security');
 
 const VERSION = '5.3.3';
 const REPO_ROOT = path.resolve(__dirname, '..');
@@ -55,6 +56,7 @@ function ports() {
 function context() {
   const home = path.resolve(process.env.ROCKETMQ_TX_HOME || path.join(REPO_ROOT, '.rocketmq'));
   const PORTS = ports();
+  const sec = security.securityFromEnv();
   const ctx = {
     version: VERSION,
     home,
@@ -67,6 +69,9 @@ function context() {
     namesrvAddr: `127.0.0.1:${PORTS.namesrv}`,
     endpoints: `127.0.0.1:${PORTS.grpc}`,
     ports: PORTS,
+    security: sec,
+    tlsFiles: security.tlsFiles(home),
+    securityMarker: path.join(home, 'run', 'security.json'),
     log: () => {},
   };
   ctx.javaEnv = { ...process.env, ROCKETMQ_HOME: home, RMQ_PROXY_HOME: home };
@@ -80,6 +85,7 @@ function context() {
       mainClass: 'org.apache.rocketmq.namesrv.NamesrvStartup',
       args: ['-c', path.join(ctx.confDir, 'namesrv.conf')],
       heap: ['-Xms256m', '-Xmx256m'],
+      jvmProps: [],
       readyLine: 'The Name Server boot success',
       // ports that must be free before start / that answer when it runs
       ports: [PORTS.namesrv],
@@ -104,6 +110,7 @@ function context() {
         ctx.namesrvAddr,
       ],
       heap: ['-Xms1g', '-Xmx2g', '-XX:MaxDirectMemorySize=512m'],
+      jvmProps: security.proxyJvmProps(sec),
       readyLine: 'rocketmq-proxy startup successfully',
       ports: [PORTS.grpc, PORTS.remoting, PORTS.broker, PORTS.brokerFast, PORTS.brokerHa],
       readyPorts: [PORTS.grpc, PORTS.broker],
@@ -302,6 +309,7 @@ function javaArgs(ctx, comp) {
     `-Duser.home=${ctx.home}`,
     `-Drocketmq.home.dir=${ctx.home}`,
     `-Drmq.logback.configurationFile=${comp.logback}`,
+    ...comp.jvmProps,
     '-cp',
     path.join(ctx.libDir, '*'),
     comp.mainClass,
@@ -478,6 +486,7 @@ async function start(options = {}) {
       const spec = loadTopics();
       let state = await inspect(ctx);
 
+      if (state.proxy.alive) checkRunningSecurity(ctx);
       if (state.namesrv.ready && state.proxy.ready) {
         log(
           `RocketMQ already running (namesrv pid ${state.namesrv.pid}, proxy pid ${state.proxy.pid}, endpoints ${ctx.endpoints})`,
@@ -511,6 +520,12 @@ async function start(options = {}) {
       const started = [];
       try {
         const jars = await ensureJars(ctx, log);
+        if (ctx.security.tls) {
+          const tls = security.ensureTlsFiles(ctx.home);
+          log(
+            `TLS: ${tls.generated ? 'generated' : 'reusing'} CA ${tls.caCert} and server certificate for 127.0.0.1/localhost`,
+          );
+        }
         writeConfigs(ctx);
         for (const comp of [ctx.components.namesrv, ctx.components.proxy]) {
           const s = state[comp.name];
@@ -528,6 +543,8 @@ async function start(options = {}) {
           log(`starting ${comp.title} ...`);
           const pid = spawnComponent(ctx, comp);
           started.push({ comp, pid });
+          if (comp.name === 'proxy')
+            fs.writeFileSync(ctx.securityMarker, JSON.stringify(ctx.security) + '\n');
           const ms = await waitReady(ctx, comp, pid, deadline);
           log(`  ${comp.name} ready (pid ${pid}) in ${seconds(ms)}; log: ${comp.out}`);
         }
@@ -547,7 +564,7 @@ async function start(options = {}) {
         const total = Date.now() - t0;
         log(
           `RocketMQ ${VERSION} ready in ${seconds(total)}${jars.downloaded ? ` (jar download ${seconds(jars.ms)})` : ''}: ` +
-            `endpoints ${ctx.endpoints} (gRPC, plaintext), namesrv ${ctx.namesrvAddr}, home ${ctx.home}`,
+            `endpoints ${ctx.endpoints} (gRPC, ${describeSecurity(ctx.security)}), namesrv ${ctx.namesrvAddr}, home ${ctx.home}`,
         );
         return result(ctx, state, { alreadyRunning: false, ms: total, jarDownloadMs: jars.ms });
       } catch (err) {
@@ -571,8 +588,34 @@ function result(ctx, state, extra) {
     home: ctx.home,
     namesrvPid: state.namesrv.pid,
     proxyPid: state.proxy.pid,
+    acl: ctx.security.acl,
+    tls: ctx.security.tls,
+    ...(ctx.security.tls ? { caFile: ctx.tlsFiles.caCert } : {}),
     ...extra,
   };
+}
+
+function describeSecurity(sec) {
+  const parts = [sec.tls ? 'TLS enforced' : 'plaintext'];
+  if (sec.acl) parts.push('ACL 2.0 authentication + authorization');
+  return parts.join(', ');
+}
+
+/** A running proxy keeps the security it was started with: refuse to pretend otherwise. */
+function checkRunningSecurity(ctx) {
+  let running = { acl: false, tls: false };
+  try {
+    running = JSON.parse(fs.readFileSync(ctx.securityMarker, 'utf8'));
+  } catch {
+    // no marker: started by a version of this script without ACL/TLS support
+  }
+  if (Boolean(running.acl) !== ctx.security.acl || Boolean(running.tls) !== ctx.security.tls) {
+    throw new RocketMqError(
+      `the proxy running from ${ctx.home} was started with ACL=${running.acl ? 1 : 0} TLS=${running.tls ? 1 : 0}, ` +
+        `but ROCKETMQ_TX_ACL=${ctx.security.acl ? 1 : 0} ROCKETMQ_TX_TLS=${ctx.security.tls ? 1 : 0} asks otherwise: ` +
+        'stop it first (npm run rocketmq:stop), or use another ROCKETMQ_TX_HOME and ROCKETMQ_TX_PORT_OFFSET.',
+    );
+  }
 }
 
 /**
@@ -603,6 +646,7 @@ async function stop(options = {}) {
       graceMs: Number(process.env.ROCKETMQ_STOP_TIMEOUT_MS || 30000),
     });
     fs.rmSync(comp.pidFile, { force: true });
+    if (name === 'proxy') fs.rmSync(ctx.securityMarker, { force: true });
     log(`${comp.title}: pid ${pid} ${how} in ${seconds(Date.now() - t0)}`);
     stopped.push({ name, pid, how });
   }
@@ -643,7 +687,17 @@ async function status(options = {}) {
   return { home: ctx.home, endpoints: ctx.endpoints, running, ...state };
 }
 
-module.exports = { start, stop, status, context, ports, VERSION, RocketMqError };
+module.exports = {
+  start,
+  stop,
+  status,
+  context,
+  ports,
+  VERSION,
+  RocketMqError,
+  ACL_USERS: security.ACL_USERS,
+  generateCa: security.generateCa,
+};
 
 if (require.main === module) {
   const cmd = process.argv[2];
@@ -658,7 +712,11 @@ if (require.main === module) {
     },
     (err) => {
       console.error(`[rocketmq] ${cmd} failed: ${err.message}`);
-      if (!(err instanceof RocketMqError) && err.code !== 'ETIMEDOUT') console.error(err.stack);
+      if (
+        !(err instanceof RocketMqError || err instanceof security.SecurityConfigError) &&
+        err.code !== 'ETIMEDOUT'
+      )
+        console.error(err.stack);
       process.exitCode = 1;
     },
   );

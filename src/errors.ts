@@ -12,7 +12,10 @@ export type ErrorCode =
   | 'STORE_ERROR'
   | 'CONSUMER_NOT_RUNNING'
   | 'UNHANDLED_EVENT'
-  | 'MISSING_DEPENDENCY';
+  | 'MISSING_DEPENDENCY'
+  | 'AUTHENTICATION_FAILED'
+  | 'AUTHORIZATION_DENIED'
+  | 'TLS_FAILED';
 
 export class RocketMqTxError extends Error {
   readonly code: ErrorCode;
@@ -135,6 +138,40 @@ export class MissingDependencyError extends RocketMqTxError {
       cause,
     });
     this.packageName = packageName;
+  }
+}
+
+/**
+ * The broker (ACL 2.0) did not accept the credentials: none were given, the access key is
+ * unknown, or the secret is wrong. Not retriable: fix `credentials`.
+ */
+export class AuthenticationError extends RocketMqTxError {
+  constructor(message: string, cause?: unknown) {
+    super('AUTHENTICATION_FAILED', message, { retriable: false, cause });
+  }
+}
+
+/**
+ * The broker authenticated the credentials but its ACL does not allow the action (e.g. Pub on
+ * the topic, Sub on the topic or group). Not retriable: grant the permission on the broker.
+ */
+export class AuthorizationError extends RocketMqTxError {
+  /** The topic or consumer group the SDK was using when it was refused. */
+  readonly resource: string;
+  constructor(resource: string, message: string, cause?: unknown) {
+    super('AUTHORIZATION_DENIED', message, { retriable: false, cause });
+    this.resource = resource;
+  }
+}
+
+/**
+ * The TLS connection to the proxy could not be established: its certificate is not trusted by
+ * the configured CA (`tls.ca` / `tls.caFile`, or the system CAs), has the wrong name, or the
+ * proxy does not speak TLS. Not retriable: fix the `tls` option or the proxy's certificate.
+ */
+export class TlsError extends RocketMqTxError {
+  constructor(message: string, cause?: unknown) {
+    super('TLS_FAILED', message, { retriable: false, cause });
   }
 }
 

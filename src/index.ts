@@ -12,6 +12,9 @@ export {
   ConsumerNotRunningError,
   UnhandledEventError,
   MissingDependencyError,
+  AuthenticationError,
+  AuthorizationError,
+  TlsError,
   type ErrorCode,
 } from './errors';
 export {
@@ -23,6 +26,7 @@ export {
   type TransactOptions,
 } from './producer/TransactionalProducer';
 export type { TransactionalProducerOptions, CheckBackOptions, DeliveryMode } from './producer/options';
+export type { Credentials, TlsOption, TlsOptions } from './util/clientOptions';
 export { OutboxRelay, type RelayStats } from './relay/OutboxRelay';
 export {
   Retention,

@@ -121,7 +121,12 @@ export async function relayConsumerPhase(
     requestTimeout: 3000,
     logger: quietLogger,
   });
-  await startClient(raw, 30_000, 'producer', ENDPOINTS);
+  await startClient(raw, 30_000, {
+    what: 'producer',
+    endpoints: ENDPOINTS,
+    resource: 'bench topics',
+    accessKey: undefined,
+  });
   let sent = 0;
   let errors = 0;
   const s0 = performance.now();

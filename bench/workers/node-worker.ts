@@ -90,7 +90,12 @@ async function setupBaseline(): Promise<{ tx: OneTx; close: () => Promise<void> 
     if (!row) return Proto.TRANSACTION_RESOLUTION_UNSPECIFIED;
     return row.status === 'COMMITTED' ? Proto.COMMIT : Proto.ROLLBACK;
   });
-  await startClient(producer, 30_000, 'producer', ENDPOINTS);
+  await startClient(producer, 30_000, {
+    what: 'producer',
+    endpoints: ENDPOINTS,
+    resource: 'bench topics',
+    accessKey: undefined,
+  });
   const tx: OneTx = async (key, rollback) => {
     const txId = randomUUID();
     const transaction = producer.beginTransaction();
@@ -141,7 +146,12 @@ async function setupBaseline(): Promise<{ tx: OneTx; close: () => Promise<void> 
 
 async function setupRaw(): Promise<{ tx: OneTx; close: () => Promise<void> }> {
   const producer = rawProducer(async () => Proto.COMMIT);
-  await startClient(producer, 30_000, 'producer', ENDPOINTS);
+  await startClient(producer, 30_000, {
+    what: 'producer',
+    endpoints: ENDPOINTS,
+    resource: 'bench topics',
+    accessKey: undefined,
+  });
   const tx: OneTx = async (key, rollback) => {
     const transaction = producer.beginTransaction();
     await producer.send({ topic, tag: tagOf(key), keys: [key], body: Buffer.from(body(key)) }, transaction);

@@ -12,20 +12,28 @@ const fs = require('node:fs');
 const path = require('node:path');
 const crypto = require('node:crypto');
 const { run, which, waitUntil } = require('./proc');
+const security = require('./security');
 
 const HELPER_CLASS = 'RmqTxAdmin';
 
 // Kept small and dependency-free (only the RocketMQ jars). Input: spec file lines
 //   topic <NAME> <NORMAL|FIFO|DELAY|TRANSACTION>
 //   fifo-group <GROUP>
+//   user <NAME> <SECRET>                  (ACL 2.0: create or update a Normal user)
+//   acl <USER> <RESOURCE> <ACTION,...>    (ACL 2.0: allow USER those actions on RESOURCE)
+// Credentials of a SUPER user in env RMQTX_ADMIN_ACCESS_KEY / RMQTX_ADMIN_SECRET_KEY sign every request.
 // Output lines: READY <brokerAddrs> | OK topic|group ... | FAIL <what> <name>: <reason>; exit 0 only if all OK.
 const HELPER_SOURCE = `
 import java.nio.file.Files;
 import java.nio.file.Paths;
 import java.util.*;
+import org.apache.rocketmq.acl.common.AclClientRPCHook;
+import org.apache.rocketmq.acl.common.SessionCredentials;
 import org.apache.rocketmq.common.MixAll;
 import org.apache.rocketmq.common.TopicConfig;
+import org.apache.rocketmq.remoting.protocol.body.AclInfo;
 import org.apache.rocketmq.remoting.protocol.body.ClusterInfo;
+import org.apache.rocketmq.remoting.protocol.body.UserInfo;
 import org.apache.rocketmq.remoting.protocol.route.BrokerData;
 import org.apache.rocketmq.remoting.protocol.subscription.SubscriptionGroupConfig;
 import org.apache.rocketmq.tools.admin.DefaultMQAdminExt;
@@ -37,7 +45,11 @@ public class ${HELPER_CLASS} {
         long waitMs = Long.parseLong(args[2]);
         List<String> lines = args.length > 3 ? Files.readAllLines(Paths.get(args[3])) : new ArrayList<>();
         String brokerAddr = args.length > 4 ? args[4] : null;
-        DefaultMQAdminExt admin = new DefaultMQAdminExt(5000L);
+        String ak = System.getenv("RMQTX_ADMIN_ACCESS_KEY");
+        String sk = System.getenv("RMQTX_ADMIN_SECRET_KEY");
+        DefaultMQAdminExt admin = ak == null || ak.isEmpty()
+            ? new DefaultMQAdminExt(5000L)
+            : new DefaultMQAdminExt(new AclClientRPCHook(new SessionCredentials(ak, sk)), 5000L);
         admin.setNamesrvAddr(namesrv);
         admin.setInstanceName("rmqtx-admin-" + ProcessHandle.current().pid());
         admin.start();
@@ -56,6 +68,12 @@ public class ${HELPER_CLASS} {
                     } else if (p[0].equals("fifo-group")) {
                         for (String addr : masters) ensureFifoGroup(admin, addr, p[1]);
                         System.out.println("OK group " + p[1] + " consumeMessageOrderly=true");
+                    } else if (p[0].equals("user")) {
+                        for (String addr : masters) ensureUser(admin, addr, p[1], p[2]);
+                        System.out.println("OK user " + p[1]);
+                    } else if (p[0].equals("acl")) {
+                        for (String addr : masters) ensureAcl(admin, addr, p[1], p[2], Arrays.asList(p[3].split(",")));
+                        System.out.println("OK acl " + p[1] + " " + p[2] + " " + p[3]);
                     } else {
                         throw new IllegalArgumentException("unknown spec line: " + line);
                     }
@@ -144,6 +162,39 @@ public class ${HELPER_CLASS} {
         }
     }
 
+    static void ensureUser(DefaultMQAdminExt admin, String addr, String name, String secret) throws Exception {
+        UserInfo current = null;
+        try {
+            current = admin.getUser(addr, name);
+        } catch (Exception ignored) {
+            // not found
+        }
+        if (current == null) {
+            admin.createUser(addr, name, secret, "Normal");
+        } else {
+            admin.updateUser(addr, name, secret, "Normal", "enable");
+        }
+        if (admin.getUser(addr, name) == null) {
+            throw new IllegalStateException("broker " + addr + " does not list user " + name + " after creating it");
+        }
+    }
+
+    static void ensureAcl(DefaultMQAdminExt admin, String addr, String user, String resource, List<String> actions) throws Exception {
+        String subject = "User:" + user;
+        AclInfo current = null;
+        try {
+            current = admin.getAcl(addr, subject);
+        } catch (Exception ignored) {
+            // no ACL for this subject yet
+        }
+        List<String> resources = Collections.singletonList(resource);
+        if (current == null) {
+            admin.createAcl(addr, subject, resources, actions, null, "Allow");
+        } else {
+            admin.updateAcl(addr, subject, resources, actions, null, "Allow");
+        }
+    }
+
     static void ensureFifoGroup(DefaultMQAdminExt admin, String addr, String group) throws Exception {
         SubscriptionGroupConfig current = null;
         try {
@@ -175,7 +226,18 @@ function toolJvmFlags(ctx) {
     '-XX:+UseSerialGC',
     `-Duser.home=${ctx.home}`,
     `-Drmq.logback.configurationFile=${path.join(ctx.confDir, 'rmq.tools.logback.xml')}`,
+    ...security.toolJvmProps(ctx.security),
   ];
+}
+
+/** The tool JVM's environment: signs with the inner-client (SUPER) credential on an ACL broker. */
+function toolEnv(ctx) {
+  if (!ctx.security.acl) return ctx.javaEnv;
+  return {
+    ...ctx.javaEnv,
+    RMQTX_ADMIN_ACCESS_KEY: security.ACL_USERS.admin.accessKey,
+    RMQTX_ADMIN_SECRET_KEY: security.ACL_USERS.admin.accessSecret,
+  };
 }
 
 /** Compiles the helper into <home>/admin when javac exists; returns its class dir or null. */
@@ -225,6 +287,12 @@ function readText(file) {
 async function ensureTopics(ctx, spec, { waitMs }) {
   const helperDir = process.env.ROCKETMQ_TX_ADMIN === 'cli' ? null : await ensureHelper(ctx);
   if (helperDir) return ensureWithHelper(ctx, helperDir, spec, waitMs);
+  if (ctx.security.acl || ctx.security.tls) {
+    throw new Error(
+      'ROCKETMQ_TX_ACL / ROCKETMQ_TX_TLS need the compiled admin helper (a JDK with javac, and ROCKETMQ_TX_ADMIN unset): ' +
+        'the mqadmin fallback does not sign its requests or speak TLS here.',
+    );
+  }
   return ensureWithCli(ctx, spec, waitMs);
 }
 
@@ -233,6 +301,7 @@ async function ensureWithHelper(ctx, helperDir, spec, waitMs) {
   const lines = [
     ...spec.topics.map((t) => `topic ${t.name} ${t.type}`),
     ...spec.fifoGroups.map((g) => `fifo-group ${g}`),
+    ...security.aclSpecLines(ctx.security),
   ];
   fs.writeFileSync(specFile, lines.join('\n') + '\n');
   const args = [
@@ -246,7 +315,7 @@ async function ensureWithHelper(ctx, helperDir, spec, waitMs) {
     specFile,
     `127.0.0.1:${ctx.ports.broker}`,
   ];
-  const res = await run(ctx.java, args, { cwd: ctx.home, env: ctx.javaEnv });
+  const res = await run(ctx.java, args, { cwd: ctx.home, env: toolEnv(ctx) });
   const out = res.stdout.split('\n').filter(Boolean);
   const ok = out.filter((l) => l.startsWith('OK ')).length;
   const failed = out.filter((l) => l.startsWith('FAIL '));

@@ -1,6 +1,7 @@
 'use strict';
 /** Files written into the RocketMQ home folder: Maven pom, broker.conf, rmq-proxy.json, logback configs. */
 const path = require('node:path');
+const security = require('./security');
 
 function intFromEnv(name, fallback) {
   const raw = process.env[name];
@@ -82,6 +83,7 @@ function brokerConf(ctx) {
     // that runs before the batch is flushed re-checks an ended transaction and a COMMIT answer
     // delivers it a second time. Keep the batch interval well under transactionTimeOut.
     `transactionOpBatchInterval=${tx.transactionOpBatchInterval}`,
+    ...security.brokerAuthLines(ctx.security),
   ];
   return lines.join('\n') + '\n';
 }
@@ -111,6 +113,7 @@ function proxyJson(ctx) {
         topicRouteServiceCacheRefreshSeconds: 2,
         // No periodic jstack dumps into the proxy log.
         enablePrintJstack: false,
+        ...security.proxyAuthEntries(ctx.security, ctx.tlsFiles),
       },
       null,
       2,

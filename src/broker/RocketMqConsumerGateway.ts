@@ -6,6 +6,7 @@ import { BrokerUnavailableError } from '../errors';
 import { errorFields, type Logger } from '../util/logger';
 import { withTimeout } from '../util/time';
 import { startClient } from './startup';
+import { useCustomCa } from './tls';
 import { clientLogger } from './clientLogger';
 import type { ConsumerGateway, ConsumerGatewayConfig, InboundMessage } from './consumerGateway';
 
@@ -47,6 +48,7 @@ export class RocketMqConsumerGateway implements ConsumerGateway {
           }
         : {}),
     });
+    if (config.tlsCa) useCustomCa(this.consumer, config.tlsCa);
     this.captureRetryPolicy();
   }
 
@@ -58,7 +60,12 @@ export class RocketMqConsumerGateway implements ConsumerGateway {
     try {
       // startup() resolves after the proxy's first settings command, so the subscription is
       // known to the proxy before the first receive (apache/rocketmq #8133).
-      await startClient(this.consumer, this.config.startTimeoutMs, 'consumer', this.config.endpoints);
+      await startClient(this.consumer, this.config.startTimeoutMs, {
+        what: 'consumer',
+        endpoints: this.config.endpoints,
+        resource: `group ${this.config.consumerGroup} and topics ${[...this.config.subscriptions.keys()].join(', ')}`,
+        accessKey: this.config.credentials?.accessKey,
+      });
     } catch (err) {
       await this.shutdown();
       throw err;

@@ -12,6 +12,7 @@ import { errorFields, type Logger } from '../util/logger';
 import { withTimeout } from '../util/time';
 import { clientLogger } from './clientLogger';
 import { startClient } from './startup';
+import { useCustomCa } from './tls';
 import { mapSendError } from './errors';
 import type { BrokerGateway, GatewayConfig, HalfMessage, OutgoingMessage } from './gateway';
 
@@ -58,12 +59,18 @@ export class RocketMqGateway implements BrokerGateway {
         },
       },
     });
+    if (config.tlsCa) useCustomCa(this.producer, config.tlsCa);
     this.guardRecoverCommand();
   }
 
   async start(): Promise<void> {
     try {
-      await startClient(this.producer, this.config.startTimeoutMs, 'producer', this.config.endpoints);
+      await startClient(this.producer, this.config.startTimeoutMs, {
+        what: 'producer',
+        endpoints: this.config.endpoints,
+        resource: `topics ${this.config.topics.join(', ')}`,
+        accessKey: this.config.credentials?.accessKey,
+      });
     } catch (err) {
       await this.shutdown();
       throw err;
@@ -82,7 +89,13 @@ export class RocketMqGateway implements BrokerGateway {
       };
       return half;
     } catch (err) {
-      throw mapSendError(err, message.topic, 'message');
+      throw mapSendError(
+        err,
+        message.topic,
+        'message',
+        this.config.endpoints,
+        this.config.credentials?.accessKey,
+      );
     }
   }
 
@@ -110,7 +123,13 @@ export class RocketMqGateway implements BrokerGateway {
       const receipt = await this.producer.send(toClientMessage(message));
       return { messageId: receipt.messageId };
     } catch (err) {
-      throw mapSendError(err, message.topic, 'message');
+      throw mapSendError(
+        err,
+        message.topic,
+        'message',
+        this.config.endpoints,
+        this.config.credentials?.accessKey,
+      );
     }
   }
 

@@ -37,6 +37,8 @@ export interface ConsumerGatewayConfig {
   subscriptions: ReadonlyMap<string, string>;
   credentials?: { accessKey: string; accessSecret: string };
   sslEnabled: boolean;
+  /** Custom CA (PEM) for the proxy's TLS certificate; needs sslEnabled. */
+  tlsCa?: Buffer;
   requestTimeoutMs: number;
   longPollingMs: number;
   invisibleDurationMs: number;

@@ -36,6 +36,8 @@ export interface GatewayConfig {
   topics: readonly string[];
   credentials?: { accessKey: string; accessSecret: string };
   sslEnabled: boolean;
+  /** Custom CA (PEM) for the proxy's TLS certificate; needs sslEnabled. */
+  tlsCa?: Buffer;
   requestTimeoutMs: number;
   startTimeoutMs: number;
   shutdownTimeoutMs: number;
@@ -49,6 +51,8 @@ export interface ClientConnection {
   topics: readonly string[];
   credentials?: { accessKey: string; accessSecret: string };
   sslEnabled: boolean;
+  /** Custom CA (PEM) for the proxy's TLS certificate; needs sslEnabled. */
+  tlsCa?: Buffer;
   requestTimeoutMs: number;
   startTimeoutMs: number;
   shutdownTimeoutMs: number;
@@ -61,6 +65,7 @@ export function gatewayConfig(o: ClientConnection, onCheckBack?: CheckBackHandle
     topics: o.topics,
     ...(o.credentials ? { credentials: o.credentials } : {}),
     sslEnabled: o.sslEnabled,
+    ...(o.tlsCa ? { tlsCa: o.tlsCa } : {}),
     requestTimeoutMs: o.requestTimeoutMs,
     startTimeoutMs: o.startTimeoutMs,
     shutdownTimeoutMs: o.shutdownTimeoutMs,

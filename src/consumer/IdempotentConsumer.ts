@@ -102,6 +102,7 @@ export class IdempotentConsumer {
       subscriptions: o.subscriptions,
       ...(o.credentials ? { credentials: o.credentials } : {}),
       sslEnabled: o.sslEnabled,
+      ...(o.tlsCa ? { tlsCa: o.tlsCa } : {}),
       requestTimeoutMs: o.requestTimeoutMs,
       longPollingMs: o.longPollingMs,
       invisibleDurationMs: o.invisibleDurationMs,

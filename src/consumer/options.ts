@@ -6,12 +6,14 @@ import {
   RESOURCE_NAME_RE,
   RESOURCE_NAME_RULE,
   requireResourceName,
+  resolveTls,
+  type Credentials,
+  type TlsOption,
 } from '../util/clientOptions';
 import { InvalidOptionError } from '../errors';
 
 import { noopLogger, type Logger } from '../util/logger';
 import {
-  optionalBoolean,
   optionalFunctionsOf,
   optionalInt,
   optionalObject,
@@ -66,7 +68,14 @@ export interface IdempotentConsumerOptions {
   /** Long polling per receive. Default 5000 ms (the proxy's minimum). */
   longPollingMs?: number;
   namespace?: string;
-  credentials?: { accessKey: string; accessSecret: string };
+  /** ACL 2.0 user of the broker; the secret signs each request and is never logged. */
+  credentials?: Credentials;
+  /**
+   * TLS to the proxy: `true` trusts the system CAs, `{ caFile }` / `{ ca }` trusts only that CA.
+   * Default plaintext.
+   */
+  tls?: TlsOption;
+  /** Older spelling of `tls: true`. */
   sslEnabled?: boolean;
   /** Per-RPC timeout towards the proxy. Default 3000 ms. */
   requestTimeoutMs?: number;
@@ -93,8 +102,10 @@ export interface ResolvedConsumerOptions {
   invisibleDurationMs: number;
   longPollingMs: number;
   namespace: string;
-  credentials?: { accessKey: string; accessSecret: string };
+  credentials?: Credentials;
   sslEnabled: boolean;
+  /** Custom CA (PEM) to trust instead of the system CAs. */
+  tlsCa?: Buffer;
   requestTimeoutMs: number;
   startTimeoutMs: number;
   shutdownTimeoutMs: number;
@@ -119,6 +130,7 @@ const KNOWN = [
   'namespace',
   'credentials',
   'sslEnabled',
+  'tls',
   'requestTimeoutMs',
   'startTimeoutMs',
   'shutdownTimeoutMs',
@@ -173,7 +185,7 @@ export function resolveConsumerOptions(input: unknown): ResolvedConsumerOptions 
     longPollingMs: optionalInt('longPollingMs', o.longPollingMs, 5000, 5000, 60_000),
     namespace: optionalString('namespace', o.namespace, '', { pattern: RESOURCE_NAME_RE }),
     ...(credentials ? { credentials } : {}),
-    sslEnabled: optionalBoolean('sslEnabled', o.sslEnabled, false),
+    ...resolveTls(o.tls, o.sslEnabled),
     requestTimeoutMs: optionalInt('requestTimeoutMs', o.requestTimeoutMs, 3000, 100, 120_000),
     startTimeoutMs: optionalInt('startTimeoutMs', o.startTimeoutMs, 15_000, 100, 600_000),
     shutdownTimeoutMs: optionalInt('shutdownTimeoutMs', o.shutdownTimeoutMs, 30_000, 0, 600_000),

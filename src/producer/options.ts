@@ -5,6 +5,9 @@ import {
   requireEndpoints,
   RESOURCE_NAME_RE,
   requireResourceName,
+  resolveTls,
+  type Credentials,
+  type TlsOption,
 } from '../util/clientOptions';
 import { InvalidOptionError } from '../errors';
 import type { CheckBackResolver } from '../checkback/resolution';
@@ -54,7 +57,14 @@ export interface TransactionalProducerOptions {
   topics: readonly string[];
   namespace?: string;
   checkBack?: CheckBackOptions;
-  credentials?: { accessKey: string; accessSecret: string };
+  /** ACL 2.0 user of the broker; the secret signs each request and is never logged. */
+  credentials?: Credentials;
+  /**
+   * TLS to the proxy: `true` trusts the system CAs, `{ caFile }` / `{ ca }` trusts only that CA.
+   * Default plaintext.
+   */
+  tls?: TlsOption;
+  /** Older spelling of `tls: true`. */
   sslEnabled?: boolean;
   /** Per-RPC timeout towards the proxy. Default 3000 ms. */
   requestTimeoutMs?: number;
@@ -84,8 +94,10 @@ export interface ResolvedProducerOptions {
     resolver?: CheckBackResolver;
     onResolved?: (outcome: CheckBackOutcome) => void;
   };
-  credentials?: { accessKey: string; accessSecret: string };
+  credentials?: Credentials;
   sslEnabled: boolean;
+  /** Custom CA (PEM) to trust instead of the system CAs. */
+  tlsCa?: Buffer;
   requestTimeoutMs: number;
   startTimeoutMs: number;
   shutdownTimeoutMs: number;
@@ -104,6 +116,7 @@ const KNOWN = [
   'checkBack',
   'credentials',
   'sslEnabled',
+  'tls',
   'requestTimeoutMs',
   'startTimeoutMs',
   'shutdownTimeoutMs',
@@ -174,7 +187,7 @@ export function resolveProducerOptions(input: unknown): ResolvedProducerOptions 
       lockWaitTimeoutMs: optionalInt('checkBack.lockWaitTimeoutMs', cb.lockWaitTimeoutMs, 2000, 1000, 60_000),
     },
     ...(credentials ? { credentials } : {}),
-    sslEnabled: optionalBoolean('sslEnabled', o.sslEnabled, false),
+    ...resolveTls(o.tls, o.sslEnabled),
     requestTimeoutMs: optionalInt('requestTimeoutMs', o.requestTimeoutMs, 3000, 100, 120_000),
     startTimeoutMs: optionalInt('startTimeoutMs', o.startTimeoutMs, 15_000, 100, 600_000),
     shutdownTimeoutMs: optionalInt('shutdownTimeoutMs', o.shutdownTimeoutMs, 10_000, 0, 600_000),

@@ -4,6 +4,9 @@ import {
   requireDataSource,
   requireEndpoints,
   RESOURCE_NAME_RE,
+  resolveTls,
+  type Credentials,
+  type TlsOption,
 } from '../util/clientOptions';
 import { InvalidOptionError } from '../errors';
 
@@ -56,7 +59,14 @@ export interface OutboxRelayOptions {
   /** Run the discard reconciliation at all. Default true. */
   reconcileDiscarded?: boolean;
   namespace?: string;
-  credentials?: { accessKey: string; accessSecret: string };
+  /** ACL 2.0 user of the broker; the secret signs each request and is never logged. */
+  credentials?: Credentials;
+  /**
+   * TLS to the proxy: `true` trusts the system CAs, `{ caFile }` / `{ ca }` trusts only that CA.
+   * Default plaintext.
+   */
+  tls?: TlsOption;
+  /** Older spelling of `tls: true`. */
   sslEnabled?: boolean;
   requestTimeoutMs?: number;
   startTimeoutMs?: number;
@@ -80,8 +90,10 @@ export interface ResolvedRelayOptions {
   reconcileIntervalMs: number;
   reconcileDiscarded: boolean;
   namespace: string;
-  credentials?: { accessKey: string; accessSecret: string };
+  credentials?: Credentials;
   sslEnabled: boolean;
+  /** Custom CA (PEM) to trust instead of the system CAs. */
+  tlsCa?: Buffer;
   requestTimeoutMs: number;
   startTimeoutMs: number;
   shutdownTimeoutMs: number;
@@ -106,6 +118,7 @@ const KNOWN = [
   'namespace',
   'credentials',
   'sslEnabled',
+  'tls',
   'requestTimeoutMs',
   'startTimeoutMs',
   'shutdownTimeoutMs',
@@ -176,7 +189,7 @@ export function resolveRelayOptions(input: unknown): ResolvedRelayOptions {
     reconcileDiscarded: optionalBoolean('reconcileDiscarded', o.reconcileDiscarded, true),
     namespace: optionalString('namespace', o.namespace, '', { pattern: RESOURCE_NAME_RE }),
     ...(credentials ? { credentials } : {}),
-    sslEnabled: optionalBoolean('sslEnabled', o.sslEnabled, false),
+    ...resolveTls(o.tls, o.sslEnabled),
     requestTimeoutMs: optionalInt('requestTimeoutMs', o.requestTimeoutMs, 3000, 100, 120_000),
     startTimeoutMs: optionalInt('startTimeoutMs', o.startTimeoutMs, 15_000, 100, 600_000),
     shutdownTimeoutMs: optionalInt('shutdownTimeoutMs', o.shutdownTimeoutMs, 10_000, 0, 600_000),

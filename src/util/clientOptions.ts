@@ -1,6 +1,8 @@
+import { readFileSync } from 'node:fs';
+import { X509Certificate } from 'node:crypto';
 import type { DataSource } from 'typeorm';
 import { InvalidOptionError } from '../errors';
-import { rejectUnknownKeys, requireObject, requireString } from './validate';
+import { optionalBoolean, rejectUnknownKeys, requireObject, requireString } from './validate';
 
 /** Validators shared by every component that talks to the proxy and the database. */
 
@@ -9,9 +11,102 @@ const ENDPOINTS_RE = /^[A-Za-z0-9.-]+(:\d{1,5})?(;[A-Za-z0-9.-]+(:\d{1,5})?)*$/;
 export const RESOURCE_NAME_RE = /^[%A-Za-z0-9_-]{1,127}$/;
 export const RESOURCE_NAME_RULE = 'a name of 1-127 letters, digits, "_", "-" or "%"';
 
+/** ACL 2.0 credentials of a broker user (RocketMQ's AccessKey / SecretKey). */
 export interface Credentials {
   accessKey: string;
   accessSecret: string;
+}
+
+/** Which certificate authorities to trust for the proxy's TLS certificate. */
+export interface TlsOptions {
+  /** Path of a PEM file with the CA certificate(s); read once, at construction. */
+  caFile?: string;
+  /** The PEM text of the CA certificate(s). Give `ca` or `caFile`, not both. */
+  ca?: Buffer | string;
+}
+
+/**
+ * `true`: TLS, trusting the system CAs. An object: TLS, trusting only the CA(s) given.
+ * `false` (default): plaintext.
+ */
+export type TlsOption = boolean | TlsOptions;
+
+/** The resolved connection security: `tlsCa` is set only for a custom CA. */
+export interface ResolvedTls {
+  sslEnabled: boolean;
+  tlsCa?: Buffer;
+}
+
+const PEM_CERT = '-----BEGIN CERTIFICATE-----';
+
+/**
+ * Resolves `tls` and its older spelling `sslEnabled` (same as `tls: true`). Both may be given
+ * only if they agree. Every CA is parsed now, so a bad file fails at construction.
+ */
+export function resolveTls(tls: unknown, sslEnabled: unknown): ResolvedTls {
+  const legacy = sslEnabled === undefined ? undefined : optionalBoolean('sslEnabled', sslEnabled, false);
+  if (tls === undefined) return { sslEnabled: legacy ?? false };
+  let resolved: ResolvedTls;
+  if (typeof tls === 'boolean') {
+    resolved = { sslEnabled: tls };
+  } else {
+    const t = requireObject('tls', tls);
+    rejectUnknownKeys('tls', t, ['caFile', 'ca']);
+    if (t.caFile !== undefined && t.ca !== undefined) {
+      throw new InvalidOptionError('tls', tls, 'either tls.caFile or tls.ca, not both');
+    }
+    if (t.caFile !== undefined) {
+      const file = requireString('tls.caFile', t.caFile);
+      let pem: Buffer;
+      try {
+        pem = readFileSync(file);
+      } catch (err) {
+        const code = (err as NodeJS.ErrnoException).code ?? 'unreadable';
+        throw new InvalidOptionError('tls.caFile', file, `a readable PEM certificate file (${code})`);
+      }
+      resolved = { sslEnabled: true, tlsCa: requirePemCertificates('tls.caFile', file, pem) };
+    } else if (t.ca !== undefined) {
+      if (!Buffer.isBuffer(t.ca) && typeof t.ca !== 'string') {
+        throw new InvalidOptionError('tls.ca', t.ca, 'a Buffer or string of PEM certificate(s)');
+      }
+      const pem = Buffer.isBuffer(t.ca) ? Buffer.from(t.ca) : Buffer.from(t.ca, 'utf8');
+      resolved = { sslEnabled: true, tlsCa: requirePemCertificates('tls.ca', t.ca, pem) };
+    } else {
+      resolved = { sslEnabled: true };
+    }
+  }
+  if (legacy !== undefined && legacy !== resolved.sslEnabled) {
+    throw new InvalidOptionError(
+      'sslEnabled',
+      sslEnabled,
+      `${resolved.sslEnabled} (as tls says) or left out`,
+    );
+  }
+  return resolved;
+}
+
+/** Each PEM certificate block must parse as X.509; nothing else may be in the text. */
+function requirePemCertificates(option: string, shown: unknown, pem: Buffer): Buffer {
+  const text = pem.toString('utf8');
+  const blocks = text.match(/-----BEGIN CERTIFICATE-----[\s\S]*?-----END CERTIFICATE-----/g) ?? [];
+  if (blocks.length === 0 || !text.includes(PEM_CERT)) {
+    throw new InvalidOptionError(
+      option,
+      shown,
+      'PEM text with at least one "-----BEGIN CERTIFICATE-----" block',
+    );
+  }
+  if (text.includes('PRIVATE KEY-----')) {
+    throw new InvalidOptionError(option, shown, 'CA certificates only (it contains a private key)');
+  }
+  blocks.forEach((block, i) => {
+    try {
+      new X509Certificate(block);
+    } catch {
+      throw new InvalidOptionError(option, shown, `PEM certificates that parse (block ${i + 1} does not)`);
+    }
+  });
+  return pem;
 }
 
 export function requireEndpoints(value: unknown): string {

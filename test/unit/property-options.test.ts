@@ -110,6 +110,7 @@ function within(n: unknown, min: number, max: number): boolean {
 const ENDPOINTS_RE = /^[A-Za-z0-9.-]+(:\d{1,5})?(;[A-Za-z0-9.-]+(:\d{1,5})?)*$/;
 const NAME_RE = /^[%A-Za-z0-9_-]{1,127}$/;
 const NESTED_CREDENTIALS = ['accessKey', 'accessSecret'];
+const NESTED_TLS = ['caFile', 'ca'];
 
 describe('option validation under generated input', () => {
   const dataSource = fakeDataSource(new Journal());
@@ -131,6 +132,7 @@ describe('option validation under generated input', () => {
       'checkBack',
       'credentials',
       'sslEnabled',
+      'tls',
       'requestTimeoutMs',
       'startTimeoutMs',
       'shutdownTimeoutMs',
@@ -142,6 +144,7 @@ describe('option validation under generated input', () => {
     const nested = {
       checkBack: ['resolver', 'resolverScope', 'concurrency', 'maxQueued', 'lockWaitTimeoutMs', 'onResolved'],
       credentials: NESTED_CREDENTIALS,
+      tls: NESTED_TLS,
     };
     let accepted = 0;
     fc.assert(
@@ -163,6 +166,7 @@ describe('option validation under generated input', () => {
         expect(within(o.checkBack.lockWaitTimeoutMs, 1000, 60_000)).toBe(true);
         expect(within(o.startTimeoutMs, 100, 600_000)).toBe(true);
         expect(typeof o.sslEnabled).toBe('boolean');
+        if (o.tlsCa) expect(o.sslEnabled).toBe(true);
         expect(['transactional', 'outbox']).toContain(o.delivery);
         if (o.credentials) {
           expect(typeof o.credentials.accessKey).toBe('string');
@@ -201,13 +205,18 @@ describe('option validation under generated input', () => {
       'namespace',
       'credentials',
       'sslEnabled',
+      'tls',
       'requestTimeoutMs',
       'startTimeoutMs',
       'shutdownTimeoutMs',
       'onOutcome',
       'logger',
     ];
-    const nested = { retry: ['initialDelayMs', 'maxDelayMs'], credentials: NESTED_CREDENTIALS };
+    const nested = {
+      retry: ['initialDelayMs', 'maxDelayMs'],
+      credentials: NESTED_CREDENTIALS,
+      tls: NESTED_TLS,
+    };
     let accepted = 0;
     fc.assert(
       fc.property(patchOf(keys, nested), (patch) => {
@@ -258,6 +267,7 @@ describe('option validation under generated input', () => {
       'namespace',
       'credentials',
       'sslEnabled',
+      'tls',
       'requestTimeoutMs',
       'startTimeoutMs',
       'shutdownTimeoutMs',
@@ -266,6 +276,7 @@ describe('option validation under generated input', () => {
     const nested = {
       backoff: ['baseDelayMs', 'maxDelayMs', 'jitter'],
       credentials: NESTED_CREDENTIALS,
+      tls: NESTED_TLS,
     };
     let accepted = 0;
     fc.assert(
