@@ -37,7 +37,7 @@ function body(key: string): string {
   return JSON.stringify({ key });
 }
 
-async function setupOurs(): Promise<{ tx: OneTx; close: () => Promise<void> }> {
+async function setupOurs(): Promise<Setup> {
   const ds: DataSource = await openBenchDataSource(POOL_SIZE);
   const producer = new TransactionalProducer({
     endpoints: ENDPOINTS,
@@ -59,8 +59,19 @@ async function setupOurs(): Promise<{ tx: OneTx; close: () => Promise<void> }> {
       throw err;
     }
   };
+  let seen = newCheckCounts();
   return {
     tx,
+    checks: () => {
+      const { commit, rollback, unknown } = producer.stats.checkBack;
+      const since = {
+        commit: commit - seen.commit,
+        rollback: rollback - seen.rollback,
+        unknown: unknown - seen.unknown,
+      };
+      seen = { commit, rollback, unknown };
+      return since;
+    },
     close: async () => {
       await producer.shutdown();
       await ds.destroy();
@@ -79,16 +90,19 @@ function rawProducer(check: (view: MessageView) => Promise<Proto>): Producer {
   });
 }
 
-async function setupBaseline(): Promise<{ tx: OneTx; close: () => Promise<void> }> {
+async function setupBaseline(): Promise<Setup> {
   const pool = mysql.createPool({ uri: BENCH_DB_URL, connectionLimit: POOL_SIZE });
+  const checks = newCheckCounts();
   // What a hand-written service would answer: read its own tx_record row.
   const producer = rawProducer(async (view) => {
     const txId = view.properties.get('TX_ID');
-    if (!txId) return Proto.TRANSACTION_RESOLUTION_UNSPECIFIED;
+    if (!txId) return countCheck(checks, 'unknown', Proto.TRANSACTION_RESOLUTION_UNSPECIFIED);
     const [rows] = await pool.query('SELECT status FROM tx_record WHERE tx_id = ?', [txId]);
     const row = (rows as Array<{ status: string }>)[0];
-    if (!row) return Proto.TRANSACTION_RESOLUTION_UNSPECIFIED;
-    return row.status === 'COMMITTED' ? Proto.COMMIT : Proto.ROLLBACK;
+    if (!row) return countCheck(checks, 'unknown', Proto.TRANSACTION_RESOLUTION_UNSPECIFIED);
+    return row.status === 'COMMITTED'
+      ? countCheck(checks, 'commit', Proto.COMMIT)
+      : countCheck(checks, 'rollback', Proto.ROLLBACK);
   });
   await startClient(producer, 30_000, 'producer', ENDPOINTS);
   const tx: OneTx = async (key, rollback) => {
@@ -132,6 +146,7 @@ async function setupBaseline(): Promise<{ tx: OneTx; close: () => Promise<void> 
   };
   return {
     tx,
+    checks: () => takeChecks(checks),
     close: async () => {
       await producer.shutdown().catch(() => undefined);
       await pool.end();
@@ -139,17 +154,63 @@ async function setupBaseline(): Promise<{ tx: OneTx; close: () => Promise<void> 
   };
 }
 
-async function setupRaw(): Promise<{ tx: OneTx; close: () => Promise<void> }> {
-  const producer = rawProducer(async () => Proto.COMMIT);
+async function setupRaw(): Promise<Setup> {
+  // What this column did with each key, so a check-back gets the true answer. The broker also
+  // checks half messages that were already ended (RocketMQ reads its op queue lazily); a blind
+  // COMMIT would then deliver a transaction the column had rolled back.
+  const outcomes = new Map<string, boolean>();
+  const checks = newCheckCounts();
+  const producer = rawProducer(async (view) => {
+    const key = view.keys[0];
+    const committed = key === undefined ? undefined : outcomes.get(key);
+    return countCheck(
+      checks,
+      committed === undefined ? 'unknown' : committed ? 'commit' : 'rollback',
+      committed === undefined
+        ? Proto.TRANSACTION_RESOLUTION_UNSPECIFIED
+        : committed
+          ? Proto.COMMIT
+          : Proto.ROLLBACK,
+    );
+  });
   await startClient(producer, 30_000, 'producer', ENDPOINTS);
   const tx: OneTx = async (key, rollback) => {
     const transaction = producer.beginTransaction();
     await producer.send({ topic, tag: tagOf(key), keys: [key], body: Buffer.from(body(key)) }, transaction);
+    outcomes.set(key, !rollback);
     if (rollback) await transaction.rollback();
     else await transaction.commit();
     return !rollback;
   };
-  return { tx, close: () => producer.shutdown().catch(() => undefined) };
+  return { tx, checks: () => takeChecks(checks), close: () => producer.shutdown().catch(() => undefined) };
+}
+
+/** Check-backs a column answered since the last run, by answer. */
+interface CheckCounts {
+  commit: number;
+  rollback: number;
+  unknown: number;
+}
+
+function newCheckCounts(): CheckCounts {
+  return { commit: 0, rollback: 0, unknown: 0 };
+}
+
+function countCheck(c: CheckCounts, answer: keyof CheckCounts, proto: Proto): Proto {
+  c[answer]++;
+  return proto;
+}
+
+function takeChecks(c: CheckCounts): CheckCounts {
+  const copy = { ...c };
+  Object.assign(c, newCheckCounts());
+  return copy;
+}
+
+interface Setup {
+  tx: OneTx;
+  checks: () => CheckCounts;
+  close: () => Promise<void>;
 }
 
 interface RunResult {
@@ -162,6 +223,8 @@ interface RunResult {
   latencies: number[];
   committedKeys: string[];
   rolledBackKeys: string[];
+  /** Check-backs the column answered during the run (and since the previous one). */
+  checkBacks?: CheckCounts;
 }
 
 async function run(
@@ -254,7 +317,7 @@ async function main(): Promise<void> {
   const setup =
     mode === 'ours' ? setupOurs : mode === 'baseline' ? setupBaseline : mode === 'raw' ? setupRaw : undefined;
   if (!setup) throw new Error(`unknown mode ${String(mode)}`);
-  const { tx, close } = await setup();
+  const { tx, checks, close } = await setup();
   out('READY {}');
   const lines = createInterface({ input: process.stdin });
   for await (const line of lines) {
@@ -262,7 +325,9 @@ async function main(): Promise<void> {
     if (cmd === 'quit') break;
     if (cmd === 'run') {
       const [c, d, rb, prefix] = args;
-      out(`RESULT ${JSON.stringify(await run(tx, Number(c), Number(d), Number(rb), prefix!))}`);
+      const r = await run(tx, Number(c), Number(d), Number(rb), prefix!);
+      r.checkBacks = checks();
+      out(`RESULT ${JSON.stringify(r)}`);
     } else if (cmd === 'mem') {
       const [total, c, prefix] = args;
       out(`RESULT ${JSON.stringify(await memory(tx, Number(total), Number(c), prefix!))}`);
