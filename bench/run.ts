@@ -78,6 +78,7 @@ interface RunResult {
   committedKeys: string[];
   rolledBackKeys: string[];
   checkBacks?: CheckBackCounts;
+  dbStatements?: Record<string, number>;
 }
 
 /** Check-backs a column's producer answered, by answer (bench/java does not count them). */
@@ -96,6 +97,9 @@ interface RoundFigures {
   firstError?: string;
   workerCpuPct: number;
   checkBacks?: CheckBackCounts;
+  /** Transactions attempted (committed and rolled back) and the statements they sent. */
+  attempted: number;
+  dbStatements?: Record<string, number>;
   window: Window;
 }
 
@@ -110,6 +114,9 @@ interface CellFigures {
   brokerCpuPct: number;
   dbCommitsPerSec: number;
   checkBacks?: CheckBackCounts;
+  /** Statements (round trips) per attempted transaction, from the worker's mysql2 connections. */
+  dbStatementsPerTx?: number;
+  dbStatements?: Record<string, number>;
 }
 
 function parseArgs(argv: string[]): Settings {
@@ -196,6 +203,20 @@ function sumCheckBacks(rounds: RoundFigures[]): { checkBacks?: CheckBackCounts }
   if (counted.length === 0) return {};
   const sum = (k: keyof CheckBackCounts) => counted.reduce((acc, x) => acc + x[k], 0);
   return { checkBacks: { commit: sum('commit'), rollback: sum('rollback'), unknown: sum('unknown') } };
+}
+
+function sumStatements(rounds: RoundFigures[]): {
+  dbStatementsPerTx?: number;
+  dbStatements?: Record<string, number>;
+} {
+  const counted = rounds.filter((x) => x.dbStatements);
+  if (counted.length === 0) return {};
+  const total: Record<string, number> = {};
+  for (const x of counted)
+    for (const [k, v] of Object.entries(x.dbStatements!)) total[k] = (total[k] ?? 0) + v;
+  const attempted = counted.reduce((acc, x) => acc + x.attempted, 0);
+  const all = Object.values(total).reduce((a, b) => a + b, 0);
+  return { dbStatementsPerTx: attempted > 0 ? all / attempted : 0, dbStatements: total };
 }
 
 function rotate<T>(xs: readonly T[], k: number): T[] {
@@ -290,6 +311,8 @@ async function main(): Promise<void> {
           ...(r.firstError ? { firstError: r.firstError } : {}),
           workerCpuPct: (r.cpuMs / r.elapsedMs) * 100,
           ...(r.checkBacks ? { checkBacks: r.checkBacks } : {}),
+          attempted: r.committed + r.rolledBack,
+          ...(r.dbStatements ? { dbStatements: r.dbStatements } : {}),
           window,
         };
         per.get(col)!.rounds.push(f);
@@ -326,6 +349,7 @@ async function main(): Promise<void> {
         brokerCpuPct: mean((x) => x.window.brokerCpuPct),
         dbCommitsPerSec: mean((x) => x.window.dbCommitsPerSec),
         ...sumCheckBacks(rounds),
+        ...sumStatements(rounds),
       });
     }
   }
@@ -608,6 +632,25 @@ function renderFailure(r: Report): string {
   return out.join('\n');
 }
 
+/** Per column: statements per attempted transaction by first word, e.g. "ours 5.04 = INSERT 3.00, ...". */
+function statementBreakdown(cells: CellFigures[]): string[] {
+  const columns = [...new Set(cells.map((c) => c.column))];
+  return columns.flatMap((col) => {
+    const mine = cells.filter((c) => c.column === col && c.dbStatements);
+    if (mine.length === 0) return [];
+    const attempted = mine.reduce((acc, c) => acc + c.rounds.reduce((a, x) => a + x.attempted, 0), 0);
+    if (attempted === 0) return [];
+    const total: Record<string, number> = {};
+    for (const c of mine)
+      for (const [k, v] of Object.entries(c.dbStatements!)) total[k] = (total[k] ?? 0) + v;
+    const all = Object.values(total).reduce((a, b) => a + b, 0);
+    const parts = Object.entries(total)
+      .sort((a, b) => b[1] - a[1])
+      .map(([k, v]) => `${k} ${fmt(v / attempted, 2)}`);
+    return [`${col} ${fmt(all / attempted, 2)} (${parts.join(', ')})`];
+  });
+}
+
 const range = (x: Spread, d = 0) => `${fmt(x.median, d)} (${fmt(x.min, d)}–${fmt(x.max, d)})`;
 
 function renderMarkdown(r: Report, columns: Column[], s: Settings): string {
@@ -635,6 +678,7 @@ function renderMarkdown(r: Report, columns: Column[], s: Settings): string {
         'worker CPU %',
         'broker CPU %',
         'DB commits/s',
+        'DB stmts/tx',
         'check-backs C/R/U',
         'errors',
       ],
@@ -648,12 +692,22 @@ function renderMarkdown(r: Report, columns: Column[], s: Settings): string {
         fmt(c.workerCpuPct, 0),
         fmt(c.brokerCpuPct, 0),
         fmt(c.dbCommitsPerSec, 0),
+        c.dbStatementsPerTx !== undefined ? fmt(c.dbStatementsPerTx, 2) : '-',
         c.checkBacks ? checkBackText(c.checkBacks) : '-',
         String(c.errors),
       ]),
     ),
     '',
   );
+  const breakdown = statementBreakdown(r.cells);
+  if (breakdown.length) {
+    out.push(
+      'Database statements (one round trip each) per attempted transaction, counted on the workers’ mysql2 connections, all concurrencies: ' +
+        breakdown.join('; ') +
+        '.',
+      '',
+    );
+  }
   out.push('Ratios per round (same round, adjacent in time), median (min–max):', '');
   out.push(
     markdownTable(

@@ -12,6 +12,7 @@ import { createInterface } from 'node:readline';
 import { randomUUID } from 'node:crypto';
 import { performance } from 'node:perf_hooks';
 import mysql from 'mysql2/promise';
+import { Connection as Mysql2Connection } from 'mysql2';
 import { Producer } from 'rocketmq-client-nodejs';
 import type { MessageView } from 'rocketmq-client-nodejs';
 import { TransactionResolution as Proto } from 'rocketmq-client-nodejs/proto/apache/rocketmq/v2/definition_pb';
@@ -28,6 +29,34 @@ class PlannedRollback extends Error {}
 
 const [mode, topic, group] = process.argv.slice(2) as [Mode, string, string];
 const out = (line: string) => process.stdout.write(line + '\n');
+
+/**
+ * Commands this process sends to the database, statements by first word (START, INSERT, COMMIT...):
+ * every mysql2 connection (TypeORM's pool and the baseline's) queues each one through
+ * addCommand, one round trip each. Read and reset by every run.
+ */
+const dbStatements = new Map<string, number>();
+(function countDbStatements() {
+  type Command = { constructor: { name: string }; sql?: string };
+  const base = Object.getPrototypeOf(Mysql2Connection.prototype) as { addCommand(cmd: Command): unknown };
+  const original = base.addCommand;
+  base.addCommand = function addCommand(this: unknown, cmd: Command) {
+    const kind = cmd.constructor.name;
+    // Statements by their first word; other commands (Ping, ClientHandshake, Quit) by name.
+    const verb =
+      kind === 'Query' || kind === 'Execute'
+        ? (/^\s*(\w+)/.exec(cmd.sql ?? '')?.[1]?.toUpperCase() ?? kind)
+        : kind;
+    dbStatements.set(verb, (dbStatements.get(verb) ?? 0) + 1);
+    return original.call(this, cmd);
+  };
+})();
+
+function takeDbStatements(): Record<string, number> {
+  const copy = Object.fromEntries(dbStatements);
+  dbStatements.clear();
+  return copy;
+}
 
 function tagOf(key: string): string {
   return key.slice(0, key.indexOf('-'));
@@ -225,6 +254,8 @@ interface RunResult {
   rolledBackKeys: string[];
   /** Check-backs the column answered during the run (and since the previous one). */
   checkBacks?: CheckCounts;
+  /** Database statements (round trips) sent during the run, by first word. */
+  dbStatements?: Record<string, number>;
 }
 
 async function run(
@@ -267,6 +298,7 @@ async function run(
       }
     }
   };
+  takeDbStatements();
   await Promise.all(Array.from({ length: concurrency }, loop));
   r.elapsedMs = performance.now() - start;
   const cpu = process.cpuUsage(cpu0);
@@ -327,6 +359,7 @@ async function main(): Promise<void> {
       const [c, d, rb, prefix] = args;
       const r = await run(tx, Number(c), Number(d), Number(rb), prefix!);
       r.checkBacks = checks();
+      r.dbStatements = takeDbStatements();
       out(`RESULT ${JSON.stringify(r)}`);
     } else if (cmd === 'mem') {
       const [total, c, prefix] = args;
