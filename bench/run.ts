@@ -244,7 +244,7 @@ async function main(): Promise<void> {
   const specs: Partial<Record<Column, WorkerSpec>> = {
     ours: nodeWorkerSpec('ours', 'ours', TOPICS.ours, GROUPS.ours, profFlags('ours')),
     baseline: nodeWorkerSpec('baseline', 'baseline', TOPICS.baseline, GROUPS.baseline, profFlags('baseline')),
-    raw: nodeWorkerSpec('raw', 'raw', TOPICS.raw, 'rmqtx_bench_raw'),
+    raw: nodeWorkerSpec('raw', 'raw', TOPICS.raw, GROUPS.raw),
   };
   let javaSkipped: string | undefined;
   if (s.java) {
