@@ -295,7 +295,7 @@ describe('check-back fence, every interleaving of the real producer and two chec
     expect([...brokerStates].sort()).toEqual(['DELIVERED', 'DISCARDED', 'HALF', 'NONE']);
     // The model's open end: a COMMITTED row the broker discards once its budget is spent (the relay republishes).
     expect(committedUndelivered).toBeGreaterThan(0);
-  }, 60_000);
+  }, 180_000);
 
   it.each<[string, ResolverFactory, string]>([
     ['naive', naive, 'committed but discarded (lost)'],
