@@ -28,12 +28,18 @@ export const TOPICS = {
   normal: 'bench_normal_0',
 } as const;
 
+/**
+ * Producer groups named after the scratch database (one group per database, as DESIGN.md asks): the
+ * proxy sends a check-back to any producer of the topic, and a second bench run on the same broker
+ * with another database must answer "not mine" (TX_ORIGIN), never fence the first run's transactions.
+ */
 export const GROUPS = {
-  ours: 'rmqtx_bench_ours',
-  baseline: 'rmqtx_bench_baseline',
-  java: 'rmqtx_bench_java',
-  checkBack: 'rmqtx_bench_checkback',
-  relay: 'rmqtx_bench_relay',
+  ours: `${BENCH_DB}_ours`,
+  baseline: `${BENCH_DB}_baseline`,
+  raw: `${BENCH_DB}_raw`,
+  java: `${BENCH_DB}_java`,
+  checkBack: `${BENCH_DB}_checkback`,
+  relay: `${BENCH_DB}_relay`,
 } as const;
 
 /** Connections per column: the same pool size for every column. */

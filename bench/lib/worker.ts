@@ -73,7 +73,8 @@ export class Worker {
     return new Error(`${this.spec.name} worker ${why}; stderr: ${this.stderr.trim().slice(-1500)}`);
   }
 
-  ready(timeoutMs = 90_000): Promise<string> {
+  // Generous: four workers compiling with ts-node at once on a loaded 2-core machine take a while.
+  ready(timeoutMs = 240_000): Promise<string> {
     return this.next(timeoutMs);
   }
 

@@ -12,6 +12,7 @@ import { createInterface } from 'node:readline';
 import { randomUUID } from 'node:crypto';
 import { performance } from 'node:perf_hooks';
 import mysql from 'mysql2/promise';
+import { Connection as Mysql2Connection } from 'mysql2';
 import { Producer } from 'rocketmq-client-nodejs';
 import type { MessageView } from 'rocketmq-client-nodejs';
 import { TransactionResolution as Proto } from 'rocketmq-client-nodejs/proto/apache/rocketmq/v2/definition_pb';
@@ -29,6 +30,34 @@ class PlannedRollback extends Error {}
 const [mode, topic, group] = process.argv.slice(2) as [Mode, string, string];
 const out = (line: string) => process.stdout.write(line + '\n');
 
+/**
+ * Commands this process sends to the database, statements by first word (START, INSERT, COMMIT...):
+ * every mysql2 connection (TypeORM's pool and the baseline's) queues each one through
+ * addCommand, one round trip each. Read and reset by every run.
+ */
+const dbStatements = new Map<string, number>();
+(function countDbStatements() {
+  type Command = { constructor: { name: string }; sql?: string };
+  const base = Object.getPrototypeOf(Mysql2Connection.prototype) as { addCommand(cmd: Command): unknown };
+  const original = base.addCommand;
+  base.addCommand = function addCommand(this: unknown, cmd: Command) {
+    const kind = cmd.constructor.name;
+    // Statements by their first word; other commands (Ping, ClientHandshake, Quit) by name.
+    const verb =
+      kind === 'Query' || kind === 'Execute'
+        ? (/^\s*(\w+)/.exec(cmd.sql ?? '')?.[1]?.toUpperCase() ?? kind)
+        : kind;
+    dbStatements.set(verb, (dbStatements.get(verb) ?? 0) + 1);
+    return original.call(this, cmd);
+  };
+})();
+
+function takeDbStatements(): Record<string, number> {
+  const copy = Object.fromEntries(dbStatements);
+  dbStatements.clear();
+  return copy;
+}
+
 function tagOf(key: string): string {
   return key.slice(0, key.indexOf('-'));
 }
@@ -37,7 +66,7 @@ function body(key: string): string {
   return JSON.stringify({ key });
 }
 
-async function setupOurs(): Promise<{ tx: OneTx; close: () => Promise<void> }> {
+async function setupOurs(): Promise<Setup> {
   const ds: DataSource = await openBenchDataSource(POOL_SIZE);
   const producer = new TransactionalProducer({
     endpoints: ENDPOINTS,
@@ -59,8 +88,19 @@ async function setupOurs(): Promise<{ tx: OneTx; close: () => Promise<void> }> {
       throw err;
     }
   };
+  let seen = newCheckCounts();
   return {
     tx,
+    checks: () => {
+      const { commit, rollback, unknown } = producer.stats.checkBack;
+      const since = {
+        commit: commit - seen.commit,
+        rollback: rollback - seen.rollback,
+        unknown: unknown - seen.unknown,
+      };
+      seen = { commit, rollback, unknown };
+      return since;
+    },
     close: async () => {
       await producer.shutdown();
       await ds.destroy();
@@ -79,16 +119,19 @@ function rawProducer(check: (view: MessageView) => Promise<Proto>): Producer {
   });
 }
 
-async function setupBaseline(): Promise<{ tx: OneTx; close: () => Promise<void> }> {
+async function setupBaseline(): Promise<Setup> {
   const pool = mysql.createPool({ uri: BENCH_DB_URL, connectionLimit: POOL_SIZE });
+  const checks = newCheckCounts();
   // What a hand-written service would answer: read its own tx_record row.
   const producer = rawProducer(async (view) => {
     const txId = view.properties.get('TX_ID');
-    if (!txId) return Proto.TRANSACTION_RESOLUTION_UNSPECIFIED;
+    if (!txId) return countCheck(checks, 'unknown', Proto.TRANSACTION_RESOLUTION_UNSPECIFIED);
     const [rows] = await pool.query('SELECT status FROM tx_record WHERE tx_id = ?', [txId]);
     const row = (rows as Array<{ status: string }>)[0];
-    if (!row) return Proto.TRANSACTION_RESOLUTION_UNSPECIFIED;
-    return row.status === 'COMMITTED' ? Proto.COMMIT : Proto.ROLLBACK;
+    if (!row) return countCheck(checks, 'unknown', Proto.TRANSACTION_RESOLUTION_UNSPECIFIED);
+    return row.status === 'COMMITTED'
+      ? countCheck(checks, 'commit', Proto.COMMIT)
+      : countCheck(checks, 'rollback', Proto.ROLLBACK);
   });
   await startClient(producer, 30_000, {
     what: 'producer',
@@ -137,6 +180,7 @@ async function setupBaseline(): Promise<{ tx: OneTx; close: () => Promise<void> 
   };
   return {
     tx,
+    checks: () => takeChecks(checks),
     close: async () => {
       await producer.shutdown().catch(() => undefined);
       await pool.end();
@@ -144,8 +188,25 @@ async function setupBaseline(): Promise<{ tx: OneTx; close: () => Promise<void> 
   };
 }
 
-async function setupRaw(): Promise<{ tx: OneTx; close: () => Promise<void> }> {
-  const producer = rawProducer(async () => Proto.COMMIT);
+async function setupRaw(): Promise<Setup> {
+  // What this column did with each key, so a check-back gets the true answer. The broker also
+  // checks half messages that were already ended (RocketMQ reads its op queue lazily); a blind
+  // COMMIT would then deliver a transaction the column had rolled back.
+  const outcomes = new Map<string, boolean>();
+  const checks = newCheckCounts();
+  const producer = rawProducer(async (view) => {
+    const key = view.keys[0];
+    const committed = key === undefined ? undefined : outcomes.get(key);
+    return countCheck(
+      checks,
+      committed === undefined ? 'unknown' : committed ? 'commit' : 'rollback',
+      committed === undefined
+        ? Proto.TRANSACTION_RESOLUTION_UNSPECIFIED
+        : committed
+          ? Proto.COMMIT
+          : Proto.ROLLBACK,
+    );
+  });
   await startClient(producer, 30_000, {
     what: 'producer',
     endpoints: ENDPOINTS,
@@ -155,11 +216,40 @@ async function setupRaw(): Promise<{ tx: OneTx; close: () => Promise<void> }> {
   const tx: OneTx = async (key, rollback) => {
     const transaction = producer.beginTransaction();
     await producer.send({ topic, tag: tagOf(key), keys: [key], body: Buffer.from(body(key)) }, transaction);
+    outcomes.set(key, !rollback);
     if (rollback) await transaction.rollback();
     else await transaction.commit();
     return !rollback;
   };
-  return { tx, close: () => producer.shutdown().catch(() => undefined) };
+  return { tx, checks: () => takeChecks(checks), close: () => producer.shutdown().catch(() => undefined) };
+}
+
+/** Check-backs a column answered since the last run, by answer. */
+interface CheckCounts {
+  commit: number;
+  rollback: number;
+  unknown: number;
+}
+
+function newCheckCounts(): CheckCounts {
+  return { commit: 0, rollback: 0, unknown: 0 };
+}
+
+function countCheck(c: CheckCounts, answer: keyof CheckCounts, proto: Proto): Proto {
+  c[answer]++;
+  return proto;
+}
+
+function takeChecks(c: CheckCounts): CheckCounts {
+  const copy = { ...c };
+  Object.assign(c, newCheckCounts());
+  return copy;
+}
+
+interface Setup {
+  tx: OneTx;
+  checks: () => CheckCounts;
+  close: () => Promise<void>;
 }
 
 interface RunResult {
@@ -172,6 +262,10 @@ interface RunResult {
   latencies: number[];
   committedKeys: string[];
   rolledBackKeys: string[];
+  /** Check-backs the column answered during the run (and since the previous one). */
+  checkBacks?: CheckCounts;
+  /** Database statements (round trips) sent during the run, by first word. */
+  dbStatements?: Record<string, number>;
 }
 
 async function run(
@@ -214,6 +308,7 @@ async function run(
       }
     }
   };
+  takeDbStatements();
   await Promise.all(Array.from({ length: concurrency }, loop));
   r.elapsedMs = performance.now() - start;
   const cpu = process.cpuUsage(cpu0);
@@ -264,7 +359,7 @@ async function main(): Promise<void> {
   const setup =
     mode === 'ours' ? setupOurs : mode === 'baseline' ? setupBaseline : mode === 'raw' ? setupRaw : undefined;
   if (!setup) throw new Error(`unknown mode ${String(mode)}`);
-  const { tx, close } = await setup();
+  const { tx, checks, close } = await setup();
   out('READY {}');
   const lines = createInterface({ input: process.stdin });
   for await (const line of lines) {
@@ -272,7 +367,10 @@ async function main(): Promise<void> {
     if (cmd === 'quit') break;
     if (cmd === 'run') {
       const [c, d, rb, prefix] = args;
-      out(`RESULT ${JSON.stringify(await run(tx, Number(c), Number(d), Number(rb), prefix!))}`);
+      const r = await run(tx, Number(c), Number(d), Number(rb), prefix!);
+      r.checkBacks = checks();
+      r.dbStatements = takeDbStatements();
+      out(`RESULT ${JSON.stringify(r)}`);
     } else if (cmd === 'mem') {
       const [total, c, prefix] = args;
       out(`RESULT ${JSON.stringify(await memory(tx, Number(total), Number(c), prefix!))}`);

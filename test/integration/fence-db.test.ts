@@ -144,6 +144,39 @@ describe('tx_record fence on MariaDB', () => {
     await qr.release();
   });
 
+  it('a transaction that already has its row is answered from it: no tombstone INSERT, no session change', async () => {
+    const committed = uuidv7();
+    const { qr } = await openProducerTx(committed);
+    await qr.commitTransaction();
+    await qr.release();
+    const ds = await openDataSource({ poolSize: 1 });
+    try {
+      const resolver = new TxRecordResolver(new TypeOrmTxRecordStore(ds), {
+        producerGroup: GROUP,
+        lockWaitTimeoutMs: 1000,
+      });
+      const fenced = uuidv7();
+      await expect(resolver.resolve(message(fenced))).resolves.toBe('ROLLBACK');
+      // One pooled connection: its session counters see every statement the fence sends.
+      const counters = async () => {
+        const rows: Array<{ Variable_name: string; Value: string }> = await ds.query(
+          "SHOW SESSION STATUS WHERE Variable_name IN ('Com_insert', 'Com_set_option')",
+        );
+        return Object.fromEntries(rows.map((r) => [r.Variable_name, Number(r.Value)]));
+      };
+      const before = await counters();
+      await expect(resolver.resolve(message(committed))).resolves.toBe('COMMIT');
+      await expect(resolver.resolve(message(fenced))).resolves.toBe('ROLLBACK');
+      expect(await counters()).toEqual(before);
+      expect(await txRecord(producerDs, committed)).toMatchObject({
+        status: 'COMMITTED',
+        resolved_by: 'PRODUCER',
+      });
+    } finally {
+      await ds.destroy();
+    }
+  });
+
   it('restores the session lock-wait timeout on the pooled connection', async () => {
     const ds = await openDataSource({ poolSize: 1 });
     try {

@@ -295,7 +295,7 @@ describe('check-back fence, every interleaving of the real producer and two chec
     expect([...brokerStates].sort()).toEqual(['DELIVERED', 'DISCARDED', 'HALF', 'NONE']);
     // The model's open end: a COMMITTED row the broker discards once its budget is spent (the relay republishes).
     expect(committedUndelivered).toBeGreaterThan(0);
-  }, 60_000);
+  }, 180_000);
 
   it.each<[string, ResolverFactory, string]>([
     ['naive', naive, 'committed but discarded (lost)'],
@@ -327,11 +327,11 @@ describe('a COMMIT or ROLLBACK that fails before it is sent', () => {
     const result = await explore(() => startRun({ db, tolerateLeaks: true }));
     if (result.violation) summary.push(formatViolation('rollback-fails-before-sending', result.violation));
     expect(result.violation).toBeUndefined();
-  }, 60_000);
+  }, 180_000);
 
   it('COMMIT: no connection goes back to the pool with the transaction open', async () => {
     const result = await explore(() => startRun({ db: { commitFailsBeforeSending: true } }));
     if (result.violation) summary.push(formatViolation('commit-fails-before-sending', result.violation));
     expect(result.violation).toBeUndefined();
-  }, 60_000);
+  }, 180_000);
 });

@@ -29,6 +29,11 @@ export class TypeOrmTxRecordStore implements TxRecordStore {
     const queryRunner = this.dataSource.createQueryRunner();
     try {
       await queryRunner.connect();
+      // A row already there is final (a tx_record's status never changes): answer it in one
+      // round trip. A plain read never sees an uncommitted row, so "no row" decides nothing:
+      // only then does the tombstone INSERT decide, as below.
+      const existing = await this.readStatus(queryRunner.manager, record.txId);
+      if (existing !== undefined) return { kind: existing };
       return await this.dialect.withLockWait(queryRunner, lockWaitTimeoutMs, async () => {
         try {
           // Autocommit INSERT: it waits on the producer's uncommitted row, so InnoDB decides once.

@@ -78,15 +78,16 @@ export const mysqlDialect: Dialect = {
   async withLockWait(queryRunner, ms, fn) {
     // innodb_lock_wait_timeout is whole seconds (MariaDB treats 0 as NOWAIT): round up, at least 1.
     const seconds = Math.max(1, Math.ceil(ms / 1000));
-    const rows: Array<{ t: number | string }> = await queryRunner.query(
-      'SELECT @@SESSION.innodb_lock_wait_timeout AS t',
+    // Save and set in one round trip; restore (and clear the variable) in one more.
+    await queryRunner.query(
+      `SET @rocketmq_tx_lock_wait = @@SESSION.innodb_lock_wait_timeout, SESSION innodb_lock_wait_timeout = ${seconds}`,
     );
-    const previous = Number(rows[0]?.t ?? 50);
-    await queryRunner.query(`SET SESSION innodb_lock_wait_timeout = ${seconds}`);
     try {
       return await fn();
     } finally {
-      await queryRunner.query(`SET SESSION innodb_lock_wait_timeout = ${Math.trunc(previous)}`);
+      await queryRunner.query(
+        'SET SESSION innodb_lock_wait_timeout = @rocketmq_tx_lock_wait, @rocketmq_tx_lock_wait = NULL',
+      );
     }
   },
 };

@@ -388,8 +388,18 @@ export class ScheduledTxRecordStore implements TxRecordStore {
     });
   }
 
-  /** The built-in fence, step by step as TypeOrmTxRecordStore runs it (autocommit INSERT, then a fresh read). */
+  /**
+   * The built-in fence, step by step as TypeOrmTxRecordStore runs it: a plain read (a row already
+   * there answers at once; no row decides nothing), then the autocommit INSERT, then a fresh read.
+   */
   async fence(record: NewTxRecord): Promise<FenceOutcome> {
+    let existing: RowValue;
+    try {
+      existing = await this.plainRead();
+    } catch (error) {
+      return { kind: 'UNDECIDED', reason: 'DATABASE_ERROR', error };
+    }
+    if (existing !== 'NONE') return { kind: existing };
     const first = await this.insertTombstone(record);
     if (first.kind !== 'DUPLICATE') return first;
     return this.freshRead();
