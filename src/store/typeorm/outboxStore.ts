@@ -85,7 +85,10 @@ export class TypeOrmOutboxStore implements OutboxStore {
   }
 
   async claim({ limit, leaseMs, owner, topics }: ClaimOptions): Promise<ClaimedOutboxEvent[]> {
-    const rows = await this.dataSource.transaction(async (manager) => {
+    // READ COMMITTED: the claim locks only the rows it takes. Under REPEATABLE READ its range scan
+    // also took gap locks on idx_outbox_status_next, where producers insert their NEW rows: the
+    // two deadlocked now and then (transact failed with a StoreError while a relay claimed).
+    const rows = await this.dataSource.transaction('READ COMMITTED', async (manager) => {
       const ids: Array<{ event_id: string }> = await manager.query(
         `SELECT event_id FROM outbox_event
          WHERE status = 'NEW' AND next_attempt_at <= ${this.dialect.nowExpression}
@@ -149,7 +152,7 @@ export class TypeOrmOutboxStore implements OutboxStore {
   }
 
   async promoteUnconfirmed(horizonMs: number, limit: number, topics: readonly string[]): Promise<number> {
-    return this.dataSource.transaction(async (manager) => {
+    return this.dataSource.transaction('READ COMMITTED', async (manager) => {
       // The subquery is a plain read: only outbox rows are locked (tx_record stays free for the fence).
       const rows: Array<{ event_id: string }> = await manager.query(
         `SELECT o.event_id FROM outbox_event o
