@@ -207,13 +207,20 @@ export const BROKER_FLAGS: FlagSpecs = {
     description: `RocketMQ 5 proxy gRPC endpoints, "h1:p;h2:p" (env ROCKETMQ_ENDPOINTS; default ${DEFAULT_ENDPOINTS})`,
   },
   namespace: { type: 'string', value: '<name>', description: 'RocketMQ namespace (env ROCKETMQ_NAMESPACE)' },
-  ssl: { type: 'boolean', description: 'TLS to the proxy' },
+  ssl: { type: 'boolean', description: 'TLS to the proxy (system CAs)' },
+  'ca-file': {
+    type: 'string',
+    value: '<path>',
+    description: 'TLS to the proxy, trusting the PEM CA certificate(s) in this file (implies --ssl)',
+  },
 };
 
 export interface BrokerTarget {
   endpoints: string;
   namespace?: string;
   sslEnabled: boolean;
+  /** A custom CA bundle for TLS (`tls: { caFile }`). */
+  caFile?: string;
   credentials?: { accessKey: string; accessSecret: string };
 }
 
@@ -243,10 +250,13 @@ export function resolveBrokerTarget(
         'set both ROCKETMQ_ACCESS_KEY and ROCKETMQ_ACCESS_SECRET, or neither',
     );
   }
+  const caFile = stringFlag(flags, 'ca-file');
+  if (caFile !== undefined && caFile.trim() === '') throw invalid('ca-file', caFile, 'a path to a PEM file');
   return {
     endpoints: raw,
     ...(ns !== undefined ? { namespace: ns } : {}),
-    sslEnabled: flags.ssl === true,
+    sslEnabled: flags.ssl === true || caFile !== undefined,
+    ...(caFile !== undefined ? { caFile } : {}),
     ...(accessKey && accessSecret ? { credentials: { accessKey, accessSecret } } : {}),
   };
 }

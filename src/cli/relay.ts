@@ -128,7 +128,7 @@ export function planRelay(flags: ParsedFlags, env: Record<string, string | undef
     topics,
     transactionTopics,
     fifoTopics,
-    sslEnabled: broker.sslEnabled,
+    ...(broker.caFile !== undefined ? { tls: { caFile: broker.caFile } } : { sslEnabled: broker.sslEnabled }),
     ...(broker.namespace !== undefined ? { namespace: broker.namespace } : {}),
     ...(broker.credentials ? { credentials: broker.credentials } : {}),
   };
@@ -170,6 +170,7 @@ export function planRelay(flags: ParsedFlags, env: Record<string, string | undef
     }
   }
   if (Object.keys(backoff).length > 0) options.backoff = backoff;
+  if (broker.caFile !== undefined) b.bind('tls.caFile', 'ca-file', broker.caFile);
   if (boolFlag(flags, 'no-discard-reconcile')) options.reconcileDiscarded = false;
   return {
     options,

@@ -14,6 +14,8 @@ import { resolveBrokerTarget, resolveDbTarget } from '../../src/cli/connection';
 import { describeError, formatAge, maskSecrets, renderTable, stderrLogger } from '../../src/cli/output';
 import { planRelay } from '../../src/cli/relay';
 import { InvalidOptionError, StoreError } from '../../src/errors';
+import { OutboxRelay } from '../../src/relay/OutboxRelay';
+import { Journal, fakeDataSource } from './fakes/fakes';
 
 const specs: FlagSpecs = {
   'batch-size': { type: 'string', value: '<n>', description: 'rows' },
@@ -222,6 +224,25 @@ describe('relay flags', () => {
     });
     expect(plan.progressIntervalMs).toBe(0);
     expect(plan.poolSize).toBe(10);
+  });
+
+  it('--ca-file means TLS with that CA; a file the relay cannot read is reported as the flag', () => {
+    const plan = planRelay({ topics: ['a'], 'ca-file': '/nonexistent/ca.pem' }, {});
+    expect(plan.options.tls).toEqual({ caFile: '/nonexistent/ca.pem' });
+    expect(plan.options.sslEnabled).toBeUndefined();
+    let err: unknown;
+    try {
+      new OutboxRelay({ ...plan.options, dataSource: fakeDataSource(new Journal()) });
+    } catch (e) {
+      err = e;
+    }
+    expect(err).toBeInstanceOf(InvalidOptionError);
+    expect(plan.bindings.translate(err)?.message).toMatch(
+      /^invalid --ca-file "\/nonexistent\/ca\.pem": expected a readable PEM certificate file \(ENOENT\)/,
+    );
+    expect(usageMessage(() => planRelay({ topics: ['a'], 'ca-file': ' ' }, {}))).toMatch(
+      /^invalid --ca-file/,
+    );
   });
 
   it('requires --topics and keeps the typed topics inside it', () => {
