@@ -133,12 +133,7 @@ async function setupBaseline(): Promise<Setup> {
       ? countCheck(checks, 'commit', Proto.COMMIT)
       : countCheck(checks, 'rollback', Proto.ROLLBACK);
   });
-  await startClient(producer, 30_000, {
-    what: 'producer',
-    endpoints: ENDPOINTS,
-    resource: 'bench topics',
-    accessKey: undefined,
-  });
+  await startBenchProducer(producer);
   const tx: OneTx = async (key, rollback) => {
     const txId = randomUUID();
     const transaction = producer.beginTransaction();
@@ -207,12 +202,7 @@ async function setupRaw(): Promise<Setup> {
           : Proto.ROLLBACK,
     );
   });
-  await startClient(producer, 30_000, {
-    what: 'producer',
-    endpoints: ENDPOINTS,
-    resource: 'bench topics',
-    accessKey: undefined,
-  });
+  await startBenchProducer(producer);
   const tx: OneTx = async (key, rollback) => {
     const transaction = producer.beginTransaction();
     await producer.send({ topic, tag: tagOf(key), keys: [key], body: Buffer.from(body(key)) }, transaction);
@@ -384,3 +374,12 @@ main().catch((err: unknown) => {
   process.stderr.write(`worker ${mode} failed: ${err instanceof Error ? err.stack : String(err)}\n`);
   process.exit(1);
 });
+
+function startBenchProducer(producer: Parameters<typeof startClient>[0]): Promise<void> {
+  return startClient(producer, 30_000, {
+    what: 'producer',
+    endpoints: ENDPOINTS,
+    resource: 'bench topics',
+    accessKey: undefined,
+  });
+}

@@ -89,14 +89,12 @@ export class RocketMqGateway implements BrokerGateway {
       };
       return half;
     } catch (err) {
-      throw mapSendError(
-        err,
-        message.topic,
-        'message',
-        this.config.endpoints,
-        this.config.credentials?.accessKey,
-      );
+      throw this.sendFailure(err, message.topic);
     }
+  }
+
+  private sendFailure(err: unknown, topic: string): Error {
+    return mapSendError(err, topic, 'message', this.config.endpoints, this.config.credentials?.accessKey);
   }
 
   async endTransaction(half: HalfMessage, commit: boolean): Promise<void> {
@@ -123,13 +121,7 @@ export class RocketMqGateway implements BrokerGateway {
       const receipt = await this.producer.send(toClientMessage(message));
       return { messageId: receipt.messageId };
     } catch (err) {
-      throw mapSendError(
-        err,
-        message.topic,
-        'message',
-        this.config.endpoints,
-        this.config.credentials?.accessKey,
-      );
+      throw this.sendFailure(err, message.topic);
     }
   }
 
