@@ -1,5 +1,5 @@
 import type { DataSource, QueryRunner } from 'typeorm';
-import { destroyConnection, dialectFor, type Dialect } from '../store/typeorm/dialect';
+import { destroyConnection, dialectFor, isLockVictim, type Dialect } from '../store/typeorm/dialect';
 import type { ConsumedRow, CursorKey, InboxStore, InboxTransaction } from './inbox';
 
 /** consumed_event and aggregate_cursor through the user's DataSource, in raw SQL. */
@@ -11,8 +11,7 @@ export class TypeOrmInboxStore implements InboxStore {
   }
 
   isConflict(err: unknown): boolean {
-    const kind = this.dialect.classify(err);
-    return kind === 'DEADLOCK' || kind === 'LOCK_WAIT_TIMEOUT';
+    return isLockVictim(this.dialect.classify(err));
   }
 
   async transaction<T>(fn: (tx: InboxTransaction) => Promise<{ commit: boolean; value: T }>): Promise<T> {

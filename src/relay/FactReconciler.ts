@@ -3,6 +3,8 @@ import { prepareEvents } from '../producer/events';
 import { outboxRows } from '../producer/TransactionalProducer';
 import type { NewOutboxEvent } from '../store/ports';
 import { TypeOrmFactStore, type FactEventRow } from '../store/typeorm/outboxFacts';
+import { dialectFor } from '../store/typeorm/dialect';
+import { rerunLockVictims } from '../store/typeorm/lockRetry';
 import { toStoreError } from '../store/typeorm/storeError';
 import { isPlainObject } from '../util/validate';
 import { uuidv7 } from '../util/uuidv7';
@@ -272,17 +274,19 @@ export class FactReconciler<F extends Fact = Fact, C = unknown> {
 
   /** One short transaction; run again after a deadlock (two reconcilers inserting the same keys). */
   private async write(rows: NewOutboxEvent[]): Promise<Set<string>> {
-    for (let attempt = 1; ; attempt++) {
-      try {
-        return await this.o.dataSource.transaction((manager) =>
-          this.store.insertMissing(manager, rows, this.o.producerGroup!),
-        );
-      } catch (err) {
-        if (attempt >= WRITE_ATTEMPTS || !this.store.isTransient(err)) {
-          throw toStoreError('fact reconciliation: writing the missing events failed (nothing written)', err);
-        }
-        this.o.logger.warn({ attempt }, 'republish transaction was a deadlock victim; running it again');
-      }
+    try {
+      return await rerunLockVictims(
+        dialectFor(this.o.dataSource),
+        WRITE_ATTEMPTS,
+        () =>
+          this.o.dataSource.transaction((manager) =>
+            this.store.insertMissing(manager, rows, this.o.producerGroup!),
+          ),
+        (attempt) =>
+          this.o.logger.warn({ attempt }, 'republish transaction was a deadlock victim; running it again'),
+      );
+    } catch (err) {
+      throw toStoreError('fact reconciliation: writing the missing events failed (nothing written)', err);
     }
   }
 }

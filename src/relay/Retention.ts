@@ -5,6 +5,7 @@ import { noopLogger, type Logger } from '../util/logger';
 import { InvalidOptionError, StoreError } from '../errors';
 import { ARCHIVED_OUTBOX_COLUMNS } from '../store/typeorm/outboxArchiveMigrations';
 import { OUTBOX_ARCHIVE_TABLE, TypeOrmFactStore } from '../store/typeorm/outboxFacts';
+import { rerunLockVictims } from '../store/typeorm/lockRetry';
 import { toStoreError } from '../store/typeorm/storeError';
 import {
   isPlainObject,
@@ -277,22 +278,23 @@ export class Retention {
     batch: (rule: Eligibility) => Promise<number>,
     rule: Eligibility,
   ): Promise<number> {
-    for (let attempt = 1; ; attempt++) {
-      try {
-        return await batch(rule);
-      } catch (err) {
-        const kind = dialectFor(this.dataSource).classify(err);
-        if (attempt < BATCH_ATTEMPTS && (kind === 'DEADLOCK' || kind === 'LOCK_WAIT_TIMEOUT')) {
+    const dialect = dialectFor(this.dataSource);
+    try {
+      return await rerunLockVictims(
+        dialect,
+        BATCH_ATTEMPTS,
+        () => batch(rule),
+        async (attempt, kind) => {
           this.logger.warn(
             { table: rule.table, attempt, kind },
             'retention batch lost a lock; running it again',
           );
           await sleep(Math.floor(Math.random() * 50 * attempt));
-          continue;
-        }
-        if (kind === 'OTHER' && !isDatabaseError(err)) throw err;
-        throw toStoreError(`retention ${report.mode}: a batch of ${rule.table} failed`, err);
-      }
+        },
+      );
+    } catch (err) {
+      if (dialect.classify(err) === 'OTHER' && !isDatabaseError(err)) throw err;
+      throw toStoreError(`retention ${report.mode}: a batch of ${rule.table} failed`, err);
     }
   }
 

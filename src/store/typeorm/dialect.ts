@@ -93,6 +93,11 @@ export const mysqlDialect: Dialect = {
 };
 
 /** Whether err came from the database driver (TypeORM's QueryFailedError, or a driver error itself). */
+/** A deadlock victim or a lock-wait timeout: the statement or transaction may simply run again. */
+export function isLockVictim(kind: DbErrorKind): boolean {
+  return kind === 'DEADLOCK' || kind === 'LOCK_WAIT_TIMEOUT';
+}
+
 export function isDatabaseError(err: unknown): boolean {
   if (typeof err !== 'object' || err === null) return false;
   if ((err as { driverError?: unknown }).driverError !== undefined) return true;

@@ -46,12 +46,6 @@ export class TypeOrmFactStore {
     this.dialect = dialectFor(dataSource);
   }
 
-  /** A lock-wait timeout or deadlock: the write transaction may simply be run again. */
-  isTransient(err: unknown): boolean {
-    const kind = this.dialect.classify(err);
-    return kind === 'DEADLOCK' || kind === 'LOCK_WAIT_TIMEOUT';
-  }
-
   /**
    * Whether the opt-in archive table exists in the DataSource's database. Asked by reading it, not
    * information_schema, which hides a table the user has no privilege on: an archive the user
