@@ -46,7 +46,7 @@ import {
   processCpuMs,
   type Window,
 } from './lib/system';
-import { Worker, nodeWorkerSpec, type WorkerSpec } from './lib/worker';
+import { Worker, nodeWorkerSpec, type CheckBackCounts, type RunResult, type WorkerSpec } from './lib/worker';
 
 type Column = 'ours' | 'baseline' | 'raw' | 'java';
 
@@ -67,25 +67,16 @@ interface Settings {
   java: boolean;
 }
 
-interface RunResult {
-  committed: number;
-  rolledBack: number;
-  errors: number;
-  firstError?: string;
-  elapsedMs: number;
-  cpuMs: number;
-  latencies: number[];
-  committedKeys: string[];
-  rolledBackKeys: string[];
-  checkBacks?: CheckBackCounts;
-  dbStatements?: Record<string, number>;
-}
-
-/** Check-backs a column's producer answered, by answer (bench/java does not count them). */
-interface CheckBackCounts {
-  commit: number;
-  rollback: number;
-  unknown: number;
+/** One line of the scaling table: k producer processes of `ours`. */
+interface ScalingRow {
+  processes: number;
+  tps: Spread;
+  perProcessTps: number;
+  p99: number;
+  workerCpuPct: number;
+  brokerCpuPct: number;
+  machineBusyPct: number;
+  dbCommitsPerSec: number;
 }
 
 interface RoundFigures {
@@ -372,16 +363,7 @@ async function main(): Promise<void> {
   workers.clear();
 
   // Scaling with producer processes (ours), each at scalingConcurrency.
-  const scaling: Array<{
-    processes: number;
-    tps: Spread;
-    perProcessTps: number;
-    p99: number;
-    workerCpuPct: number;
-    brokerCpuPct: number;
-    machineBusyPct: number;
-    dbCommitsPerSec: number;
-  }> = [];
+  const scaling: ScalingRow[] = [];
   for (const k of s.scalingProcesses) {
     const ws = Array.from(
       { length: k },
@@ -590,16 +572,7 @@ type Report = {
     oursOverBaselineP99: Spread;
     oursOverJavaTps: Spread;
   }>;
-  scaling: Array<{
-    processes: number;
-    tps: Spread;
-    perProcessTps: number;
-    p99: number;
-    workerCpuPct: number;
-    brokerCpuPct: number;
-    machineBusyPct: number;
-    dbCommitsPerSec: number;
-  }>;
+  scaling: ScalingRow[];
   checkBack:
     (Omit<CheckBackReport, 'committedKeys' | 'rolledBackKeys'> & Record<string, unknown>) | undefined;
   relay: RelayConsumerReport | undefined;

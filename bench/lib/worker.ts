@@ -9,6 +9,30 @@ export interface WorkerSpec {
   args: string[];
 }
 
+/** Check-backs a column's producer answered, by answer (bench/java does not count them). */
+export interface CheckBackCounts {
+  commit: number;
+  rollback: number;
+  unknown: number;
+}
+
+/** What a worker's `run` command answers (the RESULT line; bench/java writes the same shape). */
+export interface RunResult {
+  committed: number;
+  rolledBack: number;
+  errors: number;
+  firstError?: string;
+  elapsedMs: number;
+  cpuMs: number;
+  latencies: number[];
+  committedKeys: string[];
+  rolledBackKeys: string[];
+  /** Check-backs the column answered during the run (and since the previous one). */
+  checkBacks?: CheckBackCounts;
+  /** Database statements (round trips) sent during the run, by first word. */
+  dbStatements?: Record<string, number>;
+}
+
 const ROOT = path.resolve(__dirname, '..', '..');
 
 export function nodeWorkerSpec(

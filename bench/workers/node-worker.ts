@@ -20,6 +20,7 @@ import type { DataSource } from 'typeorm';
 import { TransactionalProducer } from '../../src';
 import { startClient } from '../../src/broker/startup';
 import { BENCH_DB_URL, ENDPOINTS, POOL_SIZE, openBenchDataSource, quietLogger } from '../lib/env';
+import type { CheckBackCounts, RunResult } from '../lib/worker';
 
 type Mode = 'ours' | 'baseline' | 'raw';
 type OneTx = (key: string, rollback: boolean) => Promise<boolean>;
@@ -88,7 +89,7 @@ async function setupOurs(): Promise<Setup> {
       throw err;
     }
   };
-  let seen = newCheckCounts();
+  let seen = newCheckBackCounts();
   return {
     tx,
     checks: () => {
@@ -121,7 +122,7 @@ function rawProducer(check: (view: MessageView) => Promise<Proto>): Producer {
 
 async function setupBaseline(): Promise<Setup> {
   const pool = mysql.createPool({ uri: BENCH_DB_URL, connectionLimit: POOL_SIZE });
-  const checks = newCheckCounts();
+  const checks = newCheckBackCounts();
   // What a hand-written service would answer: read its own tx_record row.
   const producer = rawProducer(async (view) => {
     const txId = view.properties.get('TX_ID');
@@ -188,7 +189,7 @@ async function setupRaw(): Promise<Setup> {
   // checks half messages that were already ended (RocketMQ reads its op queue lazily); a blind
   // COMMIT would then deliver a transaction the column had rolled back.
   const outcomes = new Map<string, boolean>();
-  const checks = newCheckCounts();
+  const checks = newCheckBackCounts();
   const producer = rawProducer(async (view) => {
     const key = view.keys[0];
     const committed = key === undefined ? undefined : outcomes.get(key);
@@ -214,48 +215,25 @@ async function setupRaw(): Promise<Setup> {
   return { tx, checks: () => takeChecks(checks), close: () => producer.shutdown().catch(() => undefined) };
 }
 
-/** Check-backs a column answered since the last run, by answer. */
-interface CheckCounts {
-  commit: number;
-  rollback: number;
-  unknown: number;
-}
-
-function newCheckCounts(): CheckCounts {
+function newCheckBackCounts(): CheckBackCounts {
   return { commit: 0, rollback: 0, unknown: 0 };
 }
 
-function countCheck(c: CheckCounts, answer: keyof CheckCounts, proto: Proto): Proto {
+function countCheck(c: CheckBackCounts, answer: keyof CheckBackCounts, proto: Proto): Proto {
   c[answer]++;
   return proto;
 }
 
-function takeChecks(c: CheckCounts): CheckCounts {
+function takeChecks(c: CheckBackCounts): CheckBackCounts {
   const copy = { ...c };
-  Object.assign(c, newCheckCounts());
+  Object.assign(c, newCheckBackCounts());
   return copy;
 }
 
 interface Setup {
   tx: OneTx;
-  checks: () => CheckCounts;
+  checks: () => CheckBackCounts;
   close: () => Promise<void>;
-}
-
-interface RunResult {
-  committed: number;
-  rolledBack: number;
-  errors: number;
-  firstError?: string;
-  elapsedMs: number;
-  cpuMs: number;
-  latencies: number[];
-  committedKeys: string[];
-  rolledBackKeys: string[];
-  /** Check-backs the column answered during the run (and since the previous one). */
-  checkBacks?: CheckCounts;
-  /** Database statements (round trips) sent during the run, by first word. */
-  dbStatements?: Record<string, number>;
 }
 
 async function run(
