@@ -48,6 +48,8 @@ export interface TxEvents {
   outboxFallback: { producerGroup: string };
   relayDelivery: RelayDeliveryEvent;
   relayRepublished: { count: number };
+  /** The producer's discard recovery republished an event, or failed to and rescheduled it. */
+  discardRecovery: { producerGroup: string; result: 'republished' | 'retry' };
   consumed: ConsumeEvent;
 }
 

@@ -28,6 +28,7 @@ import {
   type TransactionOutcomeLabel,
   type TxObserver,
 } from '../observability/observer';
+import { DiscardRecovery, type DiscardRecoveryStats } from '../relay/DiscardRecovery';
 import { ConfirmationBatcher } from './ConfirmationBatcher';
 import { prepareEvents, type PreparedEvent, type TransactEvent } from './events';
 import {
@@ -73,6 +74,8 @@ export interface ProducerStats {
   /** Transactions committed with their events as NEW outbox rows because the broker was down. */
   outboxFallbacks: number;
   checkBack: Readonly<CheckBackStats>;
+  /** The built-in discard recovery of this instance; null when it is off. */
+  discardRecovery: Readonly<DiscardRecoveryStats> | null;
 }
 
 /** @internal Seams for unit tests: a fake broker and store. */
@@ -97,6 +100,7 @@ export class TransactionalProducer {
   private readonly outbox: OutboxStore | undefined;
   private readonly confirmations: ConfirmationBatcher;
   private readonly eventConfirmations: ConfirmationBatcher;
+  private readonly recovery: DiscardRecovery | undefined;
   private readonly logger: Logger;
   private state: State = 'NEW';
   private inFlight = 0;
@@ -159,6 +163,19 @@ export class TransactionalProducer {
       (ids) => (outbox ? outbox.markConfirmed(ids) : Promise.resolve()),
       o.logger,
     );
+    if (outbox && o.discardRecovery) {
+      this.recovery = new DiscardRecovery({
+        settings: o.discardRecovery,
+        store: outbox,
+        gateway: this.gateway,
+        producerGroup: o.producerGroup,
+        topics: o.topics,
+        owner: `producer-${process.pid}-${uuidv7().slice(-12)}`,
+        requestTimeoutMs: o.requestTimeoutMs,
+        logger: o.logger,
+        observers: this.observers,
+      });
+    }
   }
 
   /** @internal Used by RocketMqTxMetrics.attach. */
@@ -167,7 +184,11 @@ export class TransactionalProducer {
   }
 
   get stats(): ProducerStats {
-    return { ...this.counters, checkBack: { ...this.dispatcher.stats } };
+    return {
+      ...this.counters,
+      checkBack: { ...this.dispatcher.stats },
+      discardRecovery: this.recovery ? this.recovery.stats : null,
+    };
   }
 
   /** Connects to the proxy; bounded by startTimeoutMs. Safe to call more than once. */
@@ -193,6 +214,7 @@ export class TransactionalProducer {
       this.startPromise = this.gateway.start().then(
         () => {
           this.state = 'RUNNING';
+          this.recovery?.start();
           this.logger.info(
             { endpoints: this.options.endpoints, producerGroup: this.options.producerGroup },
             'transactional producer started',
@@ -451,20 +473,40 @@ export class TransactionalProducer {
   private async doShutdown(): Promise<void> {
     const wasStarted = this.state !== 'NEW';
     this.state = 'STOPPING';
+    const deadline = performance.now() + this.options.shutdownTimeoutMs;
+    const remaining = () => Math.max(0, deadline - performance.now());
     if (this.startPromise) await this.startPromise.catch(() => undefined);
     if (this.inFlight > 0) {
       const drained = new Promise<void>((resolve) => (this.drained = resolve));
-      await withTimeout(drained, this.options.shutdownTimeoutMs, () => new Error('drain timeout')).catch(() =>
-        this.logger.warn(
-          { inFlight: this.inFlight },
-          'shutdown did not drain in time; the fence resolves the rest',
-        ),
+      await this.bounded(
+        drained,
+        remaining(),
+        'shutdown did not drain in time; the fence resolves the rest',
+        {
+          inFlight: this.inFlight,
+        },
       );
     }
-    await this.confirmations.flush();
-    await this.eventConfirmations.flush();
+    // Recorded confirmations spare a republish (a duplicate) after the discard horizon: flush them
+    // on every graceful path, bounded, since a hung database must not keep shutdown() pending.
+    await this.bounded(
+      Promise.all([this.recovery?.stop(), this.confirmations.flush(), this.eventConfirmations.flush()]),
+      remaining(),
+      'confirmations not recorded in time; their events may be republished after the discard horizon',
+    );
     if (wasStarted) await this.gateway.shutdown();
     this.state = 'STOPPED';
+  }
+
+  private async bounded(
+    work: Promise<unknown>,
+    ms: number,
+    warning: string,
+    fields: Record<string, unknown> = {},
+  ): Promise<void> {
+    await withTimeout(work, ms, () => new Error('shutdown timeout')).catch(() =>
+      this.logger.warn(fields, warning),
+    );
   }
 }
 

@@ -13,6 +13,7 @@ import { InvalidOptionError } from '../errors';
 import type { CheckBackResolver } from '../checkback/resolution';
 import type { CheckBackOutcome, ResolverScope } from '../checkback/CheckBackDispatcher';
 import { noopLogger, type Logger } from '../util/logger';
+import type { DiscardRecoverySettings } from '../relay/DiscardRecovery';
 import {
   optionalBoolean,
   optionalFunctionsOf,
@@ -37,6 +38,28 @@ export interface CheckBackOptions {
   lockWaitTimeoutMs?: number;
   /** Called after each answered check-back (metrics, audit). Must not throw; errors are logged. */
   onResolved?: (outcome: CheckBackOutcome) => void;
+}
+
+/**
+ * The producer's built-in discard recovery (on by default). RocketMQ discards a half message
+ * after its check maximum with only a log line; every instance then republishes, from
+ * outbox_event, its group's committed events whose broker commit was never confirmed.
+ */
+export interface DiscardRecoveryOptions {
+  /**
+   * Age of an unconfirmed committed event (from its local commit) after which it is
+   * republished. Must exceed the broker's check-back horizon, transactionTimeOut +
+   * transactionCheckMax x transactionCheckInterval (RocketMQ defaults: 6 s + 15 x 30 s); an
+   * event republished while the broker still checks it is delivered twice (same eventId).
+   * Default 20 min.
+   */
+  horizonMs?: number;
+  /** Pause between rounds, jittered ±50 %. Default 10000 ms. */
+  intervalMs?: number;
+  /** Events leased per round. Default 100. */
+  batchSize?: number;
+  /** How long a leased event is this instance's (a killed instance's events are retaken after it). Default 30000 ms. */
+  leaseMs?: number;
 }
 
 /**
@@ -81,6 +104,12 @@ export interface TransactionalProducerOptions {
    * for the OutboxRelay. Default false: the caller gets BrokerUnavailableError and nothing commits.
    */
   outboxFallback?: boolean;
+  /**
+   * Built-in discard recovery: `false` turns it off (then run an OutboxRelay with
+   * `reconcileDiscarded`, or committed events whose half message the broker discards are never
+   * delivered). Default on, with the defaults of {@link DiscardRecoveryOptions}.
+   */
+  discardRecovery?: false | DiscardRecoveryOptions;
   logger?: Logger;
 }
 
@@ -104,6 +133,8 @@ export interface ResolvedProducerOptions {
   maxMessageBytes: number;
   delivery: DeliveryMode;
   outboxFallback: boolean;
+  /** null: off. */
+  discardRecovery: DiscardRecoverySettings | null;
   logger: Logger;
 }
 
@@ -123,8 +154,11 @@ const KNOWN = [
   'maxMessageBytes',
   'delivery',
   'outboxFallback',
+  'discardRecovery',
   'logger',
 ] as const;
+const DISCARD_RECOVERY_KNOWN = ['horizonMs', 'intervalMs', 'batchSize', 'leaseMs'] as const;
+const HOUR = 3_600_000;
 const CHECK_BACK_KNOWN = [
   'resolver',
   'resolverScope',
@@ -200,7 +234,21 @@ export function resolveProducerOptions(input: unknown): ResolvedProducerOptions 
     ),
     delivery: resolveDeliveryMode('delivery', o.delivery, 'transactional'),
     outboxFallback: optionalBoolean('outboxFallback', o.outboxFallback, false),
+    discardRecovery: resolveDiscardRecovery(o.discardRecovery),
     logger,
+  };
+}
+
+function resolveDiscardRecovery(value: unknown): DiscardRecoverySettings | null {
+  if (value === false) return null;
+  const d = optionalObject('discardRecovery', value === true ? undefined : value);
+  rejectUnknownKeys('discardRecovery', d, DISCARD_RECOVERY_KNOWN);
+  return {
+    horizonMs: optionalInt('discardRecovery.horizonMs', d.horizonMs, 20 * 60_000, 1000, 7 * 24 * HOUR),
+    intervalMs: optionalInt('discardRecovery.intervalMs', d.intervalMs, 10_000, 100, HOUR),
+    batchSize: optionalInt('discardRecovery.batchSize', d.batchSize, 100, 1, 1000),
+    leaseMs: optionalInt('discardRecovery.leaseMs', d.leaseMs, 30_000, 1000, HOUR),
+    backoff: { baseMs: 1000, maxDelayMs: 300_000, jitterMs: 1000 },
   };
 }
 

@@ -1,10 +1,5 @@
 import { ProducerNotRunningError, StoreError } from '../errors';
-import {
-  gatewayConfig,
-  type BrokerGateway,
-  type GatewayConfig,
-  type OutgoingMessage,
-} from '../broker/gateway';
+import { gatewayConfig, type BrokerGateway, type GatewayConfig } from '../broker/gateway';
 import { RocketMqGateway } from '../broker/RocketMqGateway';
 import type { ClaimedOutboxEvent, OutboxStore } from '../store/ports';
 import { TypeOrmOutboxStore } from '../store/typeorm/outboxStore';
@@ -13,6 +8,7 @@ import { errorFields, type Logger } from '../util/logger';
 import { withTimeout } from '../util/time';
 import { ATTACH_OBSERVER, Observers, type TxObserver } from '../observability/observer';
 import { backoffDelay } from './backoff';
+import { errorText, outboxMessage, sendCommitted } from './republish';
 import { resolveRelayOptions, type OutboxRelayOptions, type ResolvedRelayOptions } from './options';
 
 export interface RelayStats {
@@ -191,13 +187,16 @@ export class OutboxRelay {
   private async deliver(row: ClaimedOutboxEvent): Promise<void> {
     const o = this.options;
     try {
-      // The client can hang on a send while the proxy restarts; a late success is a same-eventId duplicate.
-      const limit = o.requestTimeoutMs * 3;
-      await withTimeout(this.send(row), limit, () => new Error(`send did not finish within ${limit} ms`));
+      await sendCommitted(
+        this.gateway,
+        outboxMessage(row, o.fifoTopics.has(row.topic)),
+        o.transactionTopics.has(row.topic),
+        o.requestTimeoutMs * 3,
+      );
     } catch (err) {
       const attempts = row.attempts + 1;
       const dead = attempts >= o.maxAttempts;
-      const error = err instanceof Error ? `${err.name}: ${err.message}` : String(err);
+      const error = errorText(err);
       if (dead) this.stats.dead++;
       else this.stats.failed++;
       this.observers.emit('relayDelivery', { topic: row.topic, result: dead ? 'dead' : 'retry' });
@@ -232,28 +231,5 @@ export class OutboxRelay {
         'could not record an outbox outcome; the lease will expire',
       );
     }
-  }
-
-  private async send(row: ClaimedOutboxEvent): Promise<void> {
-    const message = this.messageOf(row);
-    if (!this.options.transactionTopics.has(row.topic)) {
-      await this.gateway.send(message);
-      return;
-    }
-    // A TRANSACTION topic takes no normal message: half + immediate commit keeps the type valid.
-    // A lost commit is resolved by the producers' fence (TX_ID is a committed tx_record).
-    const half = await this.gateway.sendHalf(message);
-    await this.gateway.endTransaction(half, true);
-  }
-
-  private messageOf(row: ClaimedOutboxEvent): OutgoingMessage {
-    return {
-      topic: row.topic,
-      ...(row.tag !== undefined ? { tag: row.tag } : {}),
-      keys: row.keys,
-      properties: row.properties,
-      body: row.body,
-      ...(this.options.fifoTopics.has(row.topic) ? { messageGroup: row.aggregateId ?? row.txId } : {}),
-    };
   }
 }

@@ -88,6 +88,7 @@ export interface OutboxStore {
    * them (next_attempt_at = lease end, so an expired lease is due again).
    */
   claim(options: ClaimOptions): Promise<ClaimedOutboxEvent[]>;
+  /** The message is on the broker: a NEW (relay) or IN_FLIGHT (discard recovery) row becomes SENT. */
   markSent(eventId: string, owner: string): Promise<void>;
   /** Records a failed send: back to NEW after `retryInMs`, or DEAD when `dead`. */
   markFailed(eventId: string, owner: string, error: string, retryInMs: number, dead: boolean): Promise<void>;
@@ -98,4 +99,22 @@ export interface OutboxStore {
   promoteUnconfirmed(horizonMs: number, limit: number, topics: readonly string[]): Promise<number>;
   /** DEAD rows (all, or the given ones) back to NEW with attempts reset. Returns how many. */
   replayDead(eventIds?: readonly string[]): Promise<number>;
+  /**
+   * The producer's discard recovery: short transaction that takes up to `limit` IN_FLIGHT rows of
+   * `producerGroup`'s COMMITTED transactions older than `horizonMs` and not leased (FOR UPDATE SKIP
+   * LOCKED), and leases them to `owner` for `leaseMs` (lease_until). The rows stay IN_FLIGHT, so a
+   * relay's promotion skips them while the lease holds.
+   */
+  claimUnconfirmed(options: ClaimUnconfirmedOptions): Promise<ClaimedOutboxEvent[]>;
+  /** A republish of a claimed IN_FLIGHT row failed: lease released, due again after `retryInMs`. */
+  releaseUnconfirmed(eventId: string, owner: string, error: string, retryInMs: number): Promise<void>;
+}
+
+export interface ClaimUnconfirmedOptions {
+  producerGroup: string;
+  horizonMs: number;
+  limit: number;
+  leaseMs: number;
+  owner: string;
+  topics: readonly string[];
 }

@@ -298,6 +298,10 @@ class ScriptedOutbox implements OutboxStore {
   async replayDead(): Promise<number> {
     return 0;
   }
+  async claimUnconfirmed(): Promise<ClaimedOutboxEvent[]> {
+    return [];
+  }
+  async releaseUnconfirmed(): Promise<void> {}
 }
 
 function claimed(topic: string, attempts = 0): ClaimedOutboxEvent {

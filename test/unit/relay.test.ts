@@ -1,65 +1,8 @@
 import type { DataSource, EntityManager } from 'typeorm';
 import { InvalidOptionError, OutboxRelay, TransactionalProducer } from '../../src';
-import type { ClaimedOutboxEvent, ClaimOptions, NewOutboxEvent, OutboxStore } from '../../src/store/ports';
+import type { NewOutboxEvent } from '../../src/store/ports';
+import { FakeOutboxStore } from './fakes/outbox';
 import { FakeGateway, FakeStore, Journal, fakeDataSource } from './fakes/fakes';
-
-/** An in-memory outbox: claim takes due NEW rows, in order, as the SQL does. */
-class FakeOutboxStore implements OutboxStore {
-  rows = new Map<string, NewOutboxEvent & { attempts: number; lastError?: string; dueAt: number }>();
-  statuses = new Map<string, string>();
-  now = 0;
-  async insertEvents(_m: EntityManager, events: readonly NewOutboxEvent[]): Promise<void> {
-    for (const e of events) {
-      this.rows.set(e.eventId, { ...e, attempts: 0, dueAt: this.now });
-      this.statuses.set(e.eventId, e.status);
-    }
-  }
-  async markConfirmed(ids: readonly string[]): Promise<void> {
-    for (const id of ids) if (this.statuses.get(id) !== 'DEAD') this.statuses.set(id, 'SENT');
-  }
-  async claim({ limit, leaseMs }: ClaimOptions): Promise<ClaimedOutboxEvent[]> {
-    const due = [...this.rows.values()].filter(
-      (r) => this.statuses.get(r.eventId) === 'NEW' && r.dueAt <= this.now,
-    );
-    return due.slice(0, limit).map((r) => {
-      r.dueAt = this.now + leaseMs;
-      return {
-        eventId: r.eventId,
-        txId: r.txId,
-        topic: r.topic,
-        keys: [...r.keys],
-        properties: { ...r.properties },
-        body: r.body,
-        ...(r.aggregateId ? { aggregateId: r.aggregateId } : {}),
-        attempts: r.attempts,
-      };
-    });
-  }
-  async markSent(id: string): Promise<void> {
-    this.statuses.set(id, 'SENT');
-  }
-  async markFailed(id: string, _o: string, error: string, retryInMs: number, dead: boolean): Promise<void> {
-    const r = this.rows.get(id)!;
-    r.attempts++;
-    r.lastError = error;
-    r.dueAt = this.now + retryInMs;
-    this.statuses.set(id, dead ? 'DEAD' : 'NEW');
-  }
-  async promoteUnconfirmed(): Promise<number> {
-    return 0;
-  }
-  async replayDead(): Promise<number> {
-    let n = 0;
-    for (const [id, s] of this.statuses) {
-      if (s === 'DEAD') {
-        this.statuses.set(id, 'NEW');
-        this.rows.get(id)!.attempts = 0;
-        n++;
-      }
-    }
-    return n;
-  }
-}
 
 const relayDs = {
   isInitialized: true,

@@ -1,6 +1,12 @@
 import { InvalidMessageError } from '../../errors';
 import type { DataSource, EntityManager } from 'typeorm';
-import type { ClaimedOutboxEvent, ClaimOptions, NewOutboxEvent, OutboxStore } from '../ports';
+import type {
+  ClaimedOutboxEvent,
+  ClaimOptions,
+  ClaimUnconfirmedOptions,
+  NewOutboxEvent,
+  OutboxStore,
+} from '../ports';
 import { dialectFor, type Dialect } from './dialect';
 
 const INSERT_COLUMNS =
@@ -105,24 +111,53 @@ export class TypeOrmOutboxStore implements OutboxStore {
          WHERE event_id IN (${list})`,
         [owner, leaseMs * 1000, leaseMs * 1000, ...params],
       );
-      const full: ClaimedRow[] = await manager.query(
-        `SELECT event_id, tx_id, topic, tag, \`keys\`, properties, payload, aggregate_id, attempts
-         FROM outbox_event WHERE event_id IN (${list}) ORDER BY next_attempt_at, event_id`,
-        params,
-      );
-      return full;
+      return readClaimed(manager, params);
     });
-    return rows.map((r) => ({
-      eventId: r.event_id,
-      txId: r.tx_id,
-      topic: r.topic,
-      ...(r.tag !== null ? { tag: r.tag } : {}),
-      keys: JSON.parse(r.keys) as string[],
-      properties: JSON.parse(r.properties) as Record<string, string>,
-      body: Buffer.from(r.payload),
-      ...(r.aggregate_id !== null ? { aggregateId: r.aggregate_id } : {}),
-      attempts: Number(r.attempts),
-    }));
+    return rows.map(claimedEvent);
+  }
+
+  async claimUnconfirmed({
+    producerGroup,
+    horizonMs,
+    limit,
+    leaseMs,
+    owner,
+    topics,
+  }: ClaimUnconfirmedOptions): Promise<ClaimedOutboxEvent[]> {
+    const now = this.dialect.nowExpression;
+    // READ COMMITTED, as the relay's claim: record locks only, no gap locks where producers insert.
+    const rows = await this.dataSource.transaction('READ COMMITTED', async (manager) => {
+      // The subquery is a plain read: only outbox rows are locked (tx_record stays free for the fence).
+      const ids: Array<{ event_id: string }> = await manager.query(
+        `SELECT o.event_id FROM outbox_event o
+         WHERE o.status = 'IN_FLIGHT' AND o.next_attempt_at <= ${this.plusMs(-1)}
+           AND (o.lease_until IS NULL OR o.lease_until <= ${now})
+           AND o.topic IN (${topics.map(() => '?').join(', ')})
+           AND EXISTS (SELECT 1 FROM tx_record t
+                       WHERE t.tx_id = o.tx_id AND t.status = 'COMMITTED' AND t.producer_group = ?)
+         ORDER BY o.next_attempt_at, o.event_id LIMIT ${Math.trunc(limit)} FOR UPDATE SKIP LOCKED`,
+        [horizonMs * 1000, ...topics, producerGroup],
+      );
+      if (ids.length === 0) return [];
+      const params = ids.map((r) => r.event_id);
+      await manager.query(
+        `UPDATE outbox_event SET lease_owner = ?, lease_until = ${this.plusMs()}
+         WHERE status = 'IN_FLIGHT' AND event_id IN (${params.map(() => '?').join(', ')})`,
+        [owner, leaseMs * 1000, ...params],
+      );
+      return readClaimed(manager, params);
+    });
+    return rows.map(claimedEvent);
+  }
+
+  async releaseUnconfirmed(eventId: string, owner: string, error: string, retryInMs: number): Promise<void> {
+    // Fenced by owner, as markFailed: a holder whose lease expired must not reschedule another's.
+    await this.dataSource.query(
+      `UPDATE outbox_event SET attempts = attempts + 1, last_error = ?, lease_until = ${this.plusMs()},
+         lease_owner = NULL
+       WHERE event_id = ? AND status = 'IN_FLIGHT' AND lease_owner = ?`,
+      [error.slice(0, MAX_ERROR_CHARS), retryInMs * 1000, eventId, owner],
+    );
   }
 
   async markSent(eventId: string): Promise<void> {
@@ -130,7 +165,7 @@ export class TypeOrmOutboxStore implements OutboxStore {
     await this.dataSource.query(
       `UPDATE outbox_event SET status = 'SENT', published_at = ${this.dialect.nowExpression},
          lease_until = NULL, lease_owner = NULL, last_error = NULL
-       WHERE event_id = ? AND status = 'NEW'`,
+       WHERE event_id = ? AND status IN ('NEW', 'IN_FLIGHT')`,
       [eventId],
     );
   }
@@ -157,6 +192,7 @@ export class TypeOrmOutboxStore implements OutboxStore {
       const rows: Array<{ event_id: string }> = await manager.query(
         `SELECT o.event_id FROM outbox_event o
          WHERE o.status = 'IN_FLIGHT' AND o.next_attempt_at <= ${this.plusMs(-1)}
+           AND (o.lease_until IS NULL OR o.lease_until <= ${this.dialect.nowExpression})
            AND o.topic IN (${topics.map(() => '?').join(', ')})
            AND EXISTS (SELECT 1 FROM tx_record t WHERE t.tx_id = o.tx_id AND t.status = 'COMMITTED')
          ORDER BY o.next_attempt_at, o.event_id LIMIT ${Math.trunc(limit)} FOR UPDATE SKIP LOCKED`,
@@ -188,6 +224,30 @@ export class TypeOrmOutboxStore implements OutboxStore {
   private plusMs(sign: 1 | -1 = 1): string {
     return `(${this.dialect.nowExpression} ${sign === 1 ? '+' : '-'} INTERVAL ? MICROSECOND)`;
   }
+}
+
+/** The rows just leased, in claim order, with what is needed to rebuild each message. */
+function readClaimed(manager: EntityManager, eventIds: string[]): Promise<ClaimedRow[]> {
+  return manager.query(
+    `SELECT event_id, tx_id, topic, tag, \`keys\`, properties, payload, aggregate_id, attempts
+     FROM outbox_event WHERE event_id IN (${eventIds.map(() => '?').join(', ')})
+     ORDER BY next_attempt_at, event_id`,
+    eventIds,
+  );
+}
+
+function claimedEvent(r: ClaimedRow): ClaimedOutboxEvent {
+  return {
+    eventId: r.event_id,
+    txId: r.tx_id,
+    topic: r.topic,
+    ...(r.tag !== null ? { tag: r.tag } : {}),
+    keys: JSON.parse(r.keys) as string[],
+    properties: JSON.parse(r.properties) as Record<string, string>,
+    body: Buffer.from(r.payload),
+    ...(r.aggregate_id !== null ? { aggregateId: r.aggregate_id } : {}),
+    attempts: Number(r.attempts),
+  };
 }
 
 function affectedRows(result: unknown): number {
