@@ -25,7 +25,13 @@ export {
   type TransactionWork,
   type TransactOptions,
 } from './producer/TransactionalProducer';
-export type { TransactionalProducerOptions, CheckBackOptions, DeliveryMode } from './producer/options';
+export type {
+  TransactionalProducerOptions,
+  CheckBackOptions,
+  DeliveryMode,
+  DiscardRecoveryOptions,
+} from './producer/options';
+export type { DiscardRecoveryStats } from './relay/DiscardRecovery';
 export type { Credentials, TlsOption, TlsOptions } from './util/clientOptions';
 export { OutboxRelay, type RelayStats } from './relay/OutboxRelay';
 export {
@@ -108,6 +114,8 @@ export {
   type StatusOptions,
   type StatusReport,
   type OutboxStatusCounts,
+  type InDoubtCounts,
+  type InDoubtState,
   type StatusTxStatus,
   type StatusResolvedBy,
   type StatusOutboxStatus,

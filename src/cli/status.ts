@@ -1,5 +1,20 @@
-import { collectStatus, type OutboxStatusCounts, type StatusOptions, type StatusReport } from '../index';
-import { boolFlag, COMMON_FLAGS, DB_FLAGS, FlagBindings, JSON_FLAG, topicsFlag, type Command } from './args';
+import {
+  collectStatus,
+  type InDoubtCounts,
+  type OutboxStatusCounts,
+  type StatusOptions,
+  type StatusReport,
+} from '../index';
+import {
+  boolFlag,
+  COMMON_FLAGS,
+  DB_FLAGS,
+  durationFlag,
+  FlagBindings,
+  JSON_FLAG,
+  topicsFlag,
+  type Command,
+} from './args';
 import { resolveDbTarget, withDatabase } from './connection';
 import { formatAge, printJson, renderTable } from './output';
 
@@ -16,6 +31,11 @@ export const statusFlags = {
     multiple: true,
     value: '<g1,g2>',
     description: 'only these consumer groups (consumed_event)',
+  },
+  'discard-horizon': {
+    type: 'string',
+    value: '<duration>',
+    description: "the producers' discard horizon: older unconfirmed events count as overdue (default 20m)",
   },
   ...JSON_FLAG,
   ...COMMON_FLAGS,
@@ -60,9 +80,33 @@ export function renderStatus(s: StatusReport): string {
   out.push(
     `in doubt (committed, broker commit not confirmed): ${d.transactions} transaction` +
       `${d.transactions === 1 ? '' : 's'}, ${d.events} event${d.events === 1 ? '' : 's'}` +
-      (d.oldestAgeMs !== null ? `, oldest ${formatAge(d.oldestAgeMs)}` : '') +
-      '\n',
+      (d.oldestAgeMs !== null ? `, oldest ${formatAge(d.oldestAgeMs)}` : ''),
   );
+  if (d.events > 0) {
+    const states: Array<[string, InDoubtCounts, string]> = [
+      [
+        'awaiting broker',
+        d.byState.awaitingBroker,
+        'the broker commits it (or did; confirmation lost in a crash)',
+      ],
+      ['overdue', d.byState.overdue, 'past the discard horizon, nothing republishes it: act'],
+      ['republishing', d.byState.republishing, 'taken by a discard recovery (see attempts, last_error)'],
+    ];
+    out.push(
+      renderTable(
+        ['state', 'events', 'transactions', 'oldest', 'meaning'],
+        states.map(([name, c, meaning]) => [
+          name,
+          c.events,
+          c.transactions,
+          formatAge(c.oldestAgeMs),
+          meaning,
+        ]),
+      ),
+    );
+  } else {
+    out.push('');
+  }
 
   const o = s.outbox;
   out.push(`outbox_event: ${o.total} rows, ${o.undelivered} undelivered, ${o.dead} DEAD`);
@@ -104,9 +148,11 @@ export const statusCommand: Command = {
   async run(parsed, { io }) {
     const topics = topicsFlag(parsed.flags, 'topic');
     const groups = topicsFlag(parsed.flags, 'consumer-group', 'group');
+    const horizon = durationFlag(parsed.flags, 'discard-horizon', { minMs: 1000, maxMs: 7 * 86_400_000 });
     const options: StatusOptions = {
       ...(topics.length > 0 ? { topics } : {}),
       ...(groups.length > 0 ? { consumerGroups: groups } : {}),
+      ...(horizon !== undefined ? { discardHorizonMs: horizon } : {}),
     };
     const bindings = new FlagBindings();
     bindings.bind('topics', 'topic', topics.join(','));

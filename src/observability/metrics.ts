@@ -55,7 +55,7 @@ export type ObservableComponent = TransactionalProducer | OutboxRelay | Idempote
 const DEFAULT_DURATION_BUCKETS = [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30];
 const DEFAULT_LAG_BUCKETS = [0.01, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300, 900, 3600];
 const KNOWN = ['register', 'status', 'durationBuckets', 'lagBuckets', 'logger'];
-const STATUS_KNOWN = ['dataSource', 'topics', 'consumerGroups', 'cacheMs', 'timeoutMs'];
+const STATUS_KNOWN = ['dataSource', 'topics', 'consumerGroups', 'discardHorizonMs', 'cacheMs', 'timeoutMs'];
 const TX_STATUSES = ['COMMITTED', 'ROLLED_BACK'] as const;
 const RESOLVERS = ['PRODUCER', 'CHECK_BACK'] as const;
 const OUTBOX_STATUSES = ['NEW', 'IN_FLIGHT', 'SENT', 'DEAD'] as const;
@@ -179,6 +179,11 @@ export class RocketMqTxMetrics {
       'IN_FLIGHT events whose broker commit was never confirmed, queued by the relay for republishing',
       [],
     );
+    const recovered = counter(
+      'discard_recovery_total',
+      "The producer's discard recovery: events republished (result republished) or rescheduled after a failed republish (retry)",
+      ['producer_group', 'result'],
+    );
     const consumed = counter(
       'consumer_messages_total',
       'Deliveries processed by IdempotentConsumer, by outcome (applied, duplicate, stale, ignored, gap_held, malformed, unhandled, handler_failed, store_failed)',
@@ -219,6 +224,7 @@ export class RocketMqTxMetrics {
       outboxFallback: (e) => fallbacks.inc({ producer_group: e.producerGroup }),
       relayDelivery: (e) => relayDeliveries.inc({ topic: e.topic, result: e.result }),
       relayRepublished: (e) => republished.inc(e.count),
+      discardRecovery: (e) => recovered.inc({ producer_group: e.producerGroup, result: e.result }),
       consumed: ({ consumerGroup, outcome, durationMs, at }) => {
         const labels = {
           consumer_group: consumerGroup,
@@ -304,6 +310,27 @@ export class RocketMqTxMetrics {
     );
     gauge('in_doubt_oldest_age_seconds', 'Age of the oldest in-doubt transaction (0 when none)', [], (g, r) =>
       g.set((r.inDoubt.oldestAgeMs ?? 0) / 1000),
+    );
+    gauge(
+      'in_doubt_events',
+      'Unconfirmed IN_FLIGHT events by state: awaiting_broker (within the discard horizon; the broker commits them or already did), overdue (past it, not taken for republishing), republishing (taken by a discard recovery)',
+      ['state'],
+      (g, r) => {
+        g.set({ state: 'awaiting_broker' }, r.inDoubt.byState.awaitingBroker.events);
+        g.set({ state: 'overdue' }, r.inDoubt.byState.overdue.events);
+        g.set({ state: 'republishing' }, r.inDoubt.byState.republishing.events);
+      },
+    );
+    gauge(
+      'in_doubt_oldest_age_by_state_seconds',
+      'Age of the oldest unconfirmed event in each state (0 when none)',
+      ['state'],
+      (g, r) => {
+        const age = (ms: number | null) => (ms ?? 0) / 1000;
+        g.set({ state: 'awaiting_broker' }, age(r.inDoubt.byState.awaitingBroker.oldestAgeMs));
+        g.set({ state: 'overdue' }, age(r.inDoubt.byState.overdue.oldestAgeMs));
+        g.set({ state: 'republishing' }, age(r.inDoubt.byState.republishing.oldestAgeMs));
+      },
     );
     gauge(
       'outbox_events',
@@ -431,6 +458,13 @@ function resolveStatusMetrics(value: unknown): ResolvedStatusMetrics {
   const filter: ResolvedStatusOptions = {
     topics: nameList('status.topics', raw.topics),
     consumerGroups: nameList('status.consumerGroups', raw.consumerGroups),
+    discardHorizonMs: optionalInt(
+      'status.discardHorizonMs',
+      raw.discardHorizonMs,
+      20 * 60_000,
+      1000,
+      7 * 24 * 3_600_000,
+    ),
   };
   return {
     dataSource,

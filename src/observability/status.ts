@@ -3,7 +3,7 @@ import { InvalidOptionError, StoreError } from '../errors';
 import { dialectFor } from '../store/typeorm/dialect';
 import { toStoreError } from '../store/typeorm/storeError';
 import { requireDataSource, requireResourceName } from '../util/clientOptions';
-import { optionalObject, rejectUnknownKeys } from '../util/validate';
+import { optionalInt, optionalObject, rejectUnknownKeys } from '../util/validate';
 
 /** Filters of {@link collectStatus}. Without a filter every row of the SDK's tables is counted. */
 export interface StatusOptions {
@@ -14,6 +14,32 @@ export interface StatusOptions {
   topics?: readonly string[];
   /** Only these consumer groups in `consumedEvents` (1-100 names). */
   consumerGroups?: readonly string[];
+  /**
+   * The producers' (or relay's) discard horizon: unconfirmed events older than this and not yet
+   * taken for republishing count as `inDoubt.byState.overdue`. Default 20 min (the default of
+   * `discardRecovery.horizonMs` and of the relay's `discardHorizonMs`).
+   */
+  discardHorizonMs?: number;
+}
+
+/**
+ * Unconfirmed (IN_FLIGHT) events by what happens to them next:
+ * - `awaitingBroker`: younger than the discard horizon, never republished. The broker commits
+ *   them itself (EndTransaction, or a check-back the fence answers COMMIT), or already did and
+ *   the confirmation died with a killed process. No action needed: after a crash these are
+ *   expected, and most were delivered.
+ * - `overdue`: older than the horizon and not taken by a discard recovery: no producer of their
+ *   group runs one (turned off, or not running) and no relay promotes them. Act on these.
+ * - `republishing`: taken by a producer's discard recovery (leased now, or rescheduled after a
+ *   failed republish; see outbox_event.attempts and last_error).
+ */
+export type InDoubtState = 'awaitingBroker' | 'overdue' | 'republishing';
+
+export interface InDoubtCounts {
+  events: number;
+  transactions: number;
+  /** Age in ms (database clock) since the oldest one's local commit; null if none. */
+  oldestAgeMs: number | null;
 }
 
 export type StatusTxStatus = 'COMMITTED' | 'ROLLED_BACK';
@@ -69,6 +95,8 @@ export interface StatusReport {
     events: number;
     /** Age in ms (database clock) of the oldest in-doubt transaction's tx_record.created_at; null if none. */
     oldestAgeMs: number | null;
+    /** The same events split by what happens to them next (see {@link InDoubtState}). */
+    byState: Record<InDoubtState, InDoubtCounts>;
   };
   /** outbox_event, over all topics (or the filtered ones), and per topic. */
   outbox: OutboxStatusCounts & {
@@ -88,7 +116,7 @@ export interface StatusReport {
 /** @internal One row of each query, as the driver returns it. */
 export interface StatusRows {
   txRecords: ReadonlyArray<{ status: string; resolved_by: string; n: unknown }>;
-  /** kind 'count': per (topic, status); kind 'pending': undelivered per (topic, status) with age; kind 'in_doubt': one row. */
+  /** kind 'count': per (topic, status); kind 'pending': undelivered per (topic, status) with age; kind 'in_doubt': one row; kind 'in_doubt_state': one row per state (in `status`). */
   outbox: ReadonlyArray<{
     k: string;
     topic: string | null;
@@ -101,6 +129,12 @@ export interface StatusRows {
 }
 
 const MAX_FILTER = 100;
+const DEFAULT_DISCARD_HORIZON_MS = 20 * 60_000;
+const IN_DOUBT_STATES: Readonly<Record<string, InDoubtState>> = {
+  awaiting_broker: 'awaitingBroker',
+  overdue: 'overdue',
+  republishing: 'republishing',
+};
 const TX_STATUSES: readonly StatusTxStatus[] = ['COMMITTED', 'ROLLED_BACK'];
 const RESOLVERS: readonly StatusResolvedBy[] = ['PRODUCER', 'CHECK_BACK'];
 const OUTBOX_STATUSES: readonly StatusOutboxStatus[] = ['NEW', 'IN_FLIGHT', 'SENT', 'DEAD'];
@@ -110,15 +144,23 @@ const OUTCOMES: readonly StatusConsumedOutcome[] = ['APPLIED', 'STALE', 'IGNORED
 export interface ResolvedStatusOptions {
   topics: string[] | null;
   consumerGroups: string[] | null;
+  discardHorizonMs: number;
 }
 
 /** @internal */
 export function resolveStatusOptions(options: unknown): ResolvedStatusOptions {
   const raw = optionalObject('options', options);
-  rejectUnknownKeys('options', raw, ['topics', 'consumerGroups']);
+  rejectUnknownKeys('options', raw, ['topics', 'consumerGroups', 'discardHorizonMs']);
   return {
     topics: nameList('options.topics', raw.topics),
     consumerGroups: nameList('options.consumerGroups', raw.consumerGroups),
+    discardHorizonMs: optionalInt(
+      'options.discardHorizonMs',
+      raw.discardHorizonMs,
+      DEFAULT_DISCARD_HORIZON_MS,
+      1000,
+      7 * 24 * 3_600_000,
+    ),
   };
 }
 
@@ -209,6 +251,7 @@ export function txRecordQuery(filter: ResolvedStatusOptions): Query {
 }
 
 const AGE_US = (expr: string) => `TIMESTAMPDIFF(MICROSECOND, ${expr}, CURRENT_TIMESTAMP(3))`;
+const AGE_BEFORE_NOW = '(CURRENT_TIMESTAMP(3) - INTERVAL ? MICROSECOND)';
 
 /** @internal */
 export function outboxQuery(filter: ResolvedStatusOptions): Query {
@@ -228,7 +271,17 @@ export function outboxQuery(filter: ResolvedStatusOptions): Query {
     ` ${AGE_US('MIN(COALESCE(t.created_at, o.next_attempt_at))')} AS age_us, COUNT(DISTINCT o.tx_id) AS txs` +
     ' FROM outbox_event o LEFT JOIN tx_record t ON t.tx_id = o.tx_id' +
     ` WHERE o.status = 'IN_FLIGHT' AND ${inList('o.topic', filter.topics, params)}`;
-  return { sql: `${counts} UNION ALL ${pending} UNION ALL ${inDoubt}`, params };
+  // A discard recovery leases a row (lease_until) or reschedules it after a failure (attempts).
+  params.push(filter.discardHorizonMs * 1000); // the ? of AGE_BEFORE_NOW, before the topic list's
+  const byState =
+    "SELECT 'in_doubt_state' AS k, NULL AS topic," +
+    " CASE WHEN o.lease_until IS NOT NULL OR o.attempts > 0 THEN 'republishing'" +
+    ` WHEN o.next_attempt_at <= ${AGE_BEFORE_NOW} THEN 'overdue' ELSE 'awaiting_broker' END AS status,` +
+    ` COUNT(*) AS n, ${AGE_US('MIN(COALESCE(t.created_at, o.next_attempt_at))')} AS age_us,` +
+    ' COUNT(DISTINCT o.tx_id) AS txs' +
+    ' FROM outbox_event o LEFT JOIN tx_record t ON t.tx_id = o.tx_id' +
+    ` WHERE o.status = 'IN_FLIGHT' AND ${inList('o.topic', filter.topics, params)} GROUP BY 3`;
+  return { sql: `${counts} UNION ALL ${pending} UNION ALL ${inDoubt} UNION ALL ${byState}`, params };
 }
 
 /** @internal */
@@ -292,13 +345,26 @@ export function shapeStatus(rows: StatusRows, filter: ResolvedStatusOptions, now
   const all = emptyOutbox();
   const byTopic: Record<string, OutboxStatusCounts> = {};
   const topicOf = (topic: string) => (byTopic[topic] ??= emptyOutbox());
-  const inDoubt: StatusReport['inDoubt'] = { transactions: 0, events: 0, oldestAgeMs: null };
+  const none = (): InDoubtCounts => ({ events: 0, transactions: 0, oldestAgeMs: null });
+  const inDoubt: StatusReport['inDoubt'] = {
+    transactions: 0,
+    events: 0,
+    oldestAgeMs: null,
+    byState: { awaitingBroker: none(), overdue: none(), republishing: none() },
+  };
   for (const r of rows.outbox) {
     const n = count(r.n);
     if (r.k === 'in_doubt') {
       inDoubt.events = n;
       inDoubt.transactions = count(r.txs);
       inDoubt.oldestAgeMs = n > 0 ? ageMs(r.age_us) : null;
+      continue;
+    }
+    if (r.k === 'in_doubt_state') {
+      const state = typeof r.status === 'string' ? IN_DOUBT_STATES[r.status] : undefined;
+      if (state && n > 0) {
+        inDoubt.byState[state] = { events: n, transactions: count(r.txs), oldestAgeMs: ageMs(r.age_us) };
+      }
       continue;
     }
     if (typeof r.topic !== 'string') continue;

@@ -25,7 +25,9 @@ function fakeDs(
   return ds as unknown as DataSource & { calls: typeof calls };
 }
 
-const none = { topics: null, consumerGroups: null };
+const none = { topics: null, consumerGroups: null, discardHorizonMs: 1_200_000 };
+const noState = { events: 0, transactions: 0, oldestAgeMs: null };
+const noStates = { awaitingBroker: noState, overdue: noState, republishing: noState };
 
 describe('collectStatus: shaping the rows', () => {
   it('counts tx_record rows by status, by resolver and by both; unknown values only count in total', () => {
@@ -67,6 +69,8 @@ describe('collectStatus: shaping the rows', () => {
           { k: 'pending', topic: 'a', status: 'NEW', n: 2, age_us: '1500999', txs: null },
           { k: 'pending', topic: 'b', status: 'IN_FLIGHT', n: 3, age_us: 250_000, txs: null },
           { k: 'in_doubt', topic: null, status: null, n: 3, age_us: 260_400, txs: 2 },
+          { k: 'in_doubt_state', topic: null, status: 'awaiting_broker', n: 2, age_us: 200_000, txs: 1 },
+          { k: 'in_doubt_state', topic: null, status: 'republishing', n: 1, age_us: 260_400, txs: 1 },
         ],
         consumed: [],
       },
@@ -85,7 +89,16 @@ describe('collectStatus: shaping the rows', () => {
       oldestUndeliveredAgeMs: 1500,
     });
     expect(s.outbox.byTopic.b!.oldestUndeliveredAgeMs).toBe(250);
-    expect(s.inDoubt).toEqual({ transactions: 2, events: 3, oldestAgeMs: 260 });
+    expect(s.inDoubt).toEqual({
+      transactions: 2,
+      events: 3,
+      oldestAgeMs: 260,
+      byState: {
+        awaitingBroker: { events: 2, transactions: 1, oldestAgeMs: 200 },
+        overdue: noState,
+        republishing: { events: 1, transactions: 1, oldestAgeMs: 260 },
+      },
+    });
   });
 
   it('reports null ages and zero counts when nothing is pending; a negative age (clock step) becomes 0', () => {
@@ -98,7 +111,7 @@ describe('collectStatus: shaping the rows', () => {
       none,
       new Date(),
     );
-    expect(empty.inDoubt).toEqual({ transactions: 0, events: 0, oldestAgeMs: null });
+    expect(empty.inDoubt).toEqual({ transactions: 0, events: 0, oldestAgeMs: null, byState: noStates });
     expect(empty.outbox.oldestUndeliveredAgeMs).toBeNull();
     expect(empty.outbox.byTopic).toEqual({});
     const skewed = shapeStatus(
@@ -127,7 +140,7 @@ describe('collectStatus: shaping the rows', () => {
           { consumer_group: 'g2', outcome: 'IGNORED', n: '2' },
         ],
       },
-      { topics: null, consumerGroups: ['g1', 'g2'] },
+      { topics: null, consumerGroups: ['g1', 'g2'], discardHorizonMs: 1_200_000 },
       new Date(),
     );
     expect(s.consumedEvents).toEqual({
@@ -157,17 +170,22 @@ describe('collectStatus: options, queries and errors', () => {
     expect(tx.sql).toContain('topic IN (?, ?)');
     expect(tx.params).toEqual(['t1', 't2']);
     const outbox = ds.calls.find((c) => c.sql.startsWith("SELECT 'count'"))!;
-    expect(outbox.params).toEqual(['t1', 't2', 't1', 't2', 't1', 't2']);
+    // counts, undelivered, in doubt, then the in-doubt states: horizon (20 min in µs) and topics.
+    expect(outbox.params).toEqual(['t1', 't2', 't1', 't2', 't1', 't2', 1_200_000_000, 't1', 't2']);
     expect(outbox.sql).not.toMatch(/FOR UPDATE|LOCK IN SHARE MODE/);
     const consumed = ds.calls.find((c) => c.sql.includes('FROM consumed_event'))!;
     expect(consumed.params).toEqual(['g']);
     expect(s.filter).toEqual({ topics: ['t1', 't2'], consumerGroups: ['g'] });
   });
 
-  it('without a filter binds nothing', async () => {
+  it('without a filter binds only the discard horizon, which the caller may set', async () => {
     const ds = fakeDs({});
     await collectStatus(ds);
-    expect(ds.calls.every((c) => c.params.length === 0)).toBe(true);
+    expect(ds.calls.map((c) => c.params)).toEqual(expect.arrayContaining([[], [], [1_200_000_000]]));
+    const custom = fakeDs({});
+    await collectStatus(custom, { discardHorizonMs: 60_000 });
+    expect(custom.calls.find((c) => c.sql.startsWith("SELECT 'count'"))!.params).toEqual([60_000_000]);
+    await expect(collectStatus(custom, { discardHorizonMs: 5 })).rejects.toThrow(/options.discardHorizonMs/);
   });
 
   it.each([
