@@ -27,9 +27,10 @@ export class Collector {
   constructor(
     readonly topic: string,
     readonly group: string = `rmqtx_collect_${process.pid}_${Math.random().toString(36).slice(2, 8)}`,
+    endpoints: string = ENDPOINTS,
   ) {
     this.consumer = new SimpleConsumer({
-      endpoints: ENDPOINTS,
+      endpoints,
       namespace: '',
       consumerGroup: group,
       subscriptions: new Map([[topic, '*']]),

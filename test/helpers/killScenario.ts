@@ -1,0 +1,243 @@
+/**
+ * The producers-only kill scenario (issue 20): instances of one producerGroup on one TRANSACTION
+ * topic run transactions in a loop and are SIGKILLed at random; one survivor instance answers
+ * check-backs; a raw consumer collects everything. No relay. Reports committed, delivered, lost,
+ * phantom and duplicate events, and where the duplicates came from.
+ */
+import { spawn, type ChildProcess } from 'node:child_process';
+import { once } from 'node:events';
+import * as path from 'node:path';
+import * as readline from 'node:readline';
+import type { DataSource } from 'typeorm';
+import type { CheckBackOutcome, TransactionalProducer } from '../../src';
+import { Collector, type Received } from './collector';
+import { ensureSchema, openDataSource } from './db';
+import { waitFor } from './env';
+import { makeProducer } from './producer';
+
+export interface KillScenarioOptions {
+  endpoints: string;
+  topic: string;
+  /** SIGKILLs in all (the last instances standing are killed too). */
+  kills: number;
+  /** Instances running at once (each killed one is replaced until `kills` is reached). */
+  instances?: number;
+  /** Transactions in flight per instance. */
+  concurrency?: number;
+  /** Random pause between kills, ms. */
+  killEveryMs?: [number, number];
+  /** Discard recovery horizon of every instance and the survivor; 'off' turns it off; undefined: not passed (old code). */
+  recoveryHorizonMs?: number | 'off';
+  /** The broker's check-back horizon (transactionTimeOut + checkMax x interval): how long in-doubt halves may still be checked. */
+  brokerHorizonMs: number;
+  /** Give up waiting for delivery after this long past the last kill. */
+  settleTimeoutMs: number;
+  seed?: number;
+  log?: (line: string) => void;
+}
+
+export interface KillReport {
+  kills: number;
+  group: string;
+  /** COMMITTED transactions of the group and their events (the database's truth). */
+  committedTransactions: number;
+  committedEvents: number;
+  /** Transactions rolled back (work threw, or fenced by a check-back). */
+  rolledBackTransactions: number;
+  deliveries: number;
+  deliveredEvents: number;
+  /** Committed events never delivered. */
+  lost: number;
+  /** Delivered events whose transaction is not COMMITTED. */
+  phantom: number;
+  /** Deliveries beyond the first of an event. */
+  duplicates: number;
+  /** ... of which the broker delivered one half message twice (same messageId). */
+  brokerDuplicates: number;
+  /** ... of which are a second message for the event (republished by the discard recovery). */
+  republishDuplicates: number;
+  /** Events the survivor's discard recovery republished (the killed instances' counts died with them). */
+  survivorRepublished: number;
+  /** Check-backs the survivor answered, by how it decided. */
+  survivorCheckBacks: Record<string, number>;
+  settleMs: number;
+}
+
+const CHILD = path.join(__dirname, 'kill-child.ts');
+
+/** mulberry32: a small seeded generator, so a schedule can be replayed with --seed. */
+function seeded(seed: number): () => number {
+  let a = seed >>> 0;
+  return () => {
+    a = (a + 0x6d2b79f5) >>> 0;
+    let t = a;
+    t = Math.imul(t ^ (t >>> 15), t | 1);
+    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
+    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
+  };
+}
+
+interface Instance {
+  child: ChildProcess;
+  exited: Promise<unknown>;
+}
+
+function startInstance(o: KillScenarioOptions, group: string): Promise<Instance> {
+  const horizon = o.recoveryHorizonMs;
+  const child = spawn(process.execPath, ['-r', 'ts-node/register/transpile-only', CHILD, o.topic, group], {
+    stdio: ['ignore', 'pipe', 'pipe'],
+    env: {
+      ...process.env,
+      TS_NODE_TRANSPILE_ONLY: '1',
+      ROCKETMQ_ENDPOINTS: o.endpoints,
+      KILL_CONCURRENCY: String(o.concurrency ?? 2),
+      ...(horizon !== undefined ? { KILL_RECOVERY_HORIZON_MS: String(horizon) } : {}),
+    },
+  });
+  let stderr = '';
+  child.stderr!.on('data', (d: Buffer) => (stderr = (stderr + d.toString()).slice(-4000)));
+  const exited = once(child, 'exit');
+  const lines = readline.createInterface({ input: child.stdout! });
+  return Promise.race([
+    once(lines, 'line').then(() => ({ child, exited })),
+    exited.then(([code]) => {
+      throw new Error(`kill-child exited before it was ready (code ${String(code)}): ${stderr}`);
+    }),
+  ]);
+}
+
+async function committedEvents(ds: DataSource, group: string): Promise<Map<string, string>> {
+  const rows: Array<{ event_id: string; tx_id: string }> = await ds.query(
+    `SELECT o.event_id, o.tx_id FROM outbox_event o JOIN tx_record t ON t.tx_id = o.tx_id
+     WHERE t.producer_group = ? AND t.status = 'COMMITTED'`,
+    [group],
+  );
+  return new Map(rows.map((r) => [r.event_id, r.tx_id]));
+}
+
+export async function runKillScenario(o: KillScenarioOptions): Promise<KillReport> {
+  const log = o.log ?? (() => undefined);
+  const random = seeded(o.seed ?? Date.now());
+  const group = `kill_${Date.now().toString(36)}_${process.pid}`;
+  const [minGap, maxGap] = o.killEveryMs ?? [1500, 4000];
+  const ds = await openDataSource();
+  await ensureSchema(ds);
+  const collector = await new Collector(o.topic, `${group}_collect`, o.endpoints).start();
+  const outcomes: CheckBackOutcome[] = [];
+  const horizon = o.recoveryHorizonMs;
+  const survivor: TransactionalProducer = makeProducer(ds, {
+    endpoints: o.endpoints,
+    topics: [o.topic],
+    producerGroup: group,
+    checkBack: { onResolved: (outcome) => outcomes.push(outcome) },
+    ...(horizon === 'off'
+      ? { discardRecovery: false }
+      : horizon !== undefined
+        ? { discardRecovery: { horizonMs: horizon, intervalMs: 1000, leaseMs: 5000 } }
+        : {}),
+  });
+  const live: Instance[] = [];
+  try {
+    await survivor.start();
+    const instances = o.instances ?? 3;
+    for (let i = 0; i < instances; i++) live.push(await startInstance(o, group));
+    let kills = 0;
+    while (kills < o.kills) {
+      await new Promise((r) => setTimeout(r, minGap + random() * (maxGap - minGap)));
+      const victim = live.splice(Math.floor(random() * live.length), 1)[0]!;
+      victim.child.kill('SIGKILL');
+      await victim.exited;
+      kills++;
+      if (kills % 10 === 0 || kills === o.kills) log(`[kill] ${kills}/${o.kills} instances SIGKILLed`);
+      if (o.kills - kills >= live.length + 1) live.push(await startInstance(o, group));
+    }
+    while (live.length > 0) {
+      const last = live.pop()!;
+      if (last.child.exitCode === null) last.child.kill('SIGKILL');
+      await last.exited;
+    }
+    const killedAt = Date.now();
+    log('[kill] all instances down; waiting for check-backs, discards and the recovery');
+
+    // Settled: every committed event delivered, and the broker's check horizon passed since the
+    // last kill (an in-doubt half message can still be committed or fenced until then).
+    const delivered = () => new Set(collector.received.map((m) => m.properties.EVENT_ID));
+    let lastReport = Date.now();
+    await waitFor(
+      async () => {
+        const committed = await committedEvents(ds, group);
+        const got = delivered();
+        const missing = [...committed.keys()].filter((id) => !got.has(id)).length;
+        if (Date.now() - lastReport > 15_000) {
+          lastReport = Date.now();
+          log(`[kill] ${missing} of ${committed.size} committed events not delivered yet`);
+        }
+        return missing === 0 && Date.now() - killedAt >= o.brokerHorizonMs;
+      },
+      { timeoutMs: o.settleTimeoutMs, intervalMs: 1000, description: 'every committed event delivered' },
+    ).catch((err: unknown) => log(`[kill] ${err instanceof Error ? err.message : String(err)}`));
+    const settleMs = Date.now() - killedAt;
+    // A marker after everything: once it arrives, earlier deliveries have too.
+    const marker = await survivor.transact({ topic: o.topic, body: 'marker' }, async () => undefined);
+    await waitFor(() => delivered().has(marker.eventIds[0]), { timeoutMs: 60_000, description: 'marker' });
+
+    const committed = await committedEvents(ds, group);
+    committed.delete(marker.eventIds[0]!);
+    const ours = collector.received.filter(
+      (m) => m.properties.TX_ORIGIN === group && m.properties.EVENT_ID !== marker.eventIds[0],
+    );
+    const report = await summarize(ds, group, o.kills, committed, ours, outcomes, settleMs);
+    return { ...report, survivorRepublished: survivor.stats.discardRecovery?.republished ?? 0 };
+  } finally {
+    for (const i of live) i.child.kill('SIGKILL');
+    await survivor.shutdown();
+    await collector.stop();
+    await ds.destroy();
+  }
+}
+
+async function summarize(
+  ds: DataSource,
+  group: string,
+  kills: number,
+  committed: Map<string, string>,
+  received: Received[],
+  outcomes: CheckBackOutcome[],
+  settleMs: number,
+): Promise<Omit<KillReport, 'survivorRepublished'>> {
+  const copies = new Map<string, Received[]>();
+  for (const m of received) {
+    const id = m.properties.EVENT_ID ?? '';
+    copies.set(id, [...(copies.get(id) ?? []), m]);
+  }
+  let brokerDuplicates = 0;
+  let republishDuplicates = 0;
+  for (const list of copies.values()) {
+    const messages = new Set(list.map((m) => m.messageId)).size;
+    brokerDuplicates += list.length - messages;
+    republishDuplicates += messages - 1;
+  }
+  const [{ n: rolledBack }] = await ds.query(
+    "SELECT COUNT(*) AS n FROM tx_record WHERE producer_group = ? AND status = 'ROLLED_BACK'",
+    [group],
+  );
+  const committedTxs = new Set(committed.values());
+  const survivorCheckBacks: Record<string, number> = {};
+  for (const o of outcomes) survivorCheckBacks[o.decidedBy] = (survivorCheckBacks[o.decidedBy] ?? 0) + 1;
+  return {
+    kills,
+    group,
+    committedTransactions: committedTxs.size,
+    committedEvents: committed.size,
+    rolledBackTransactions: Number(rolledBack),
+    deliveries: received.length,
+    deliveredEvents: copies.size,
+    lost: [...committed.keys()].filter((id) => !copies.has(id)).length,
+    phantom: [...copies.keys()].filter((id) => !committed.has(id)).length,
+    duplicates: received.length - copies.size,
+    brokerDuplicates,
+    republishDuplicates,
+    survivorCheckBacks,
+    settleMs,
+  };
+}
