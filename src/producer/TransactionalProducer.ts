@@ -213,6 +213,8 @@ export class TransactionalProducer {
       }
       this.startPromise = this.gateway.start().then(
         () => {
+          // shutdown() during start(): it owns the state now; start no recovery behind its back.
+          if (this.state !== 'STARTING') return;
           this.state = 'RUNNING';
           this.recovery?.start();
           this.logger.info(

@@ -1,7 +1,11 @@
 import { ProducerNotRunningError, StoreError } from '../errors';
 import { gatewayConfig, type BrokerGateway, type GatewayConfig } from '../broker/gateway';
 import { RocketMqGateway } from '../broker/RocketMqGateway';
-import type { ClaimedOutboxEvent, OutboxStore } from '../store/ports';
+import type { ClaimedOutboxEvent, OutboxStore, TxStatusReader } from '../store/ports';
+import { TypeOrmTxRecordStore } from '../store/typeorm/TypeOrmTxRecordStore';
+import { answerFromRecord } from './readOnlyCheckBack';
+import { ConfirmationBatcher } from '../producer/ConfirmationBatcher';
+import { EVENT_ID_PROPERTY, TransactionResolution } from '../checkback/resolution';
 import { TypeOrmOutboxStore } from '../store/typeorm/outboxStore';
 import { toStoreError } from '../store/typeorm/storeError';
 import { errorFields, type Logger } from '../util/logger';
@@ -30,6 +34,7 @@ export interface RelayStats {
 export interface RelayInternals {
   gateway?: (config: GatewayConfig, logger: Logger) => BrokerGateway;
   store?: OutboxStore;
+  txStatus?: TxStatusReader;
   random?: () => number;
 }
 
@@ -52,6 +57,7 @@ export class OutboxRelay {
   private wake: (() => void) | undefined;
   private lastReconcile = 0;
   private readonly observers = new Observers();
+  private readonly confirmations: ConfirmationBatcher;
 
   constructor(options: OutboxRelayOptions, internals: RelayInternals = {}) {
     this.options = resolveRelayOptions(options);
@@ -59,8 +65,18 @@ export class OutboxRelay {
     this.logger = o.logger;
     this.random = internals.random ?? Math.random;
     this.store = internals.store ?? new TypeOrmOutboxStore(o.dataSource);
-    // No onCheckBack: the relay answers nothing, so the broker asks a producer (the fence owner).
-    const config = gatewayConfig(o);
+    // The proxy registers every client that declares a topic as a check-back target of it (the
+    // group is the topic), so checks reach the relay too; an unanswered one still counts against
+    // the broker's check maximum. Answer what the database already decided; never fence.
+    // A COMMIT answer confirms the event, as a producer's does, so it is not republished later.
+    const reader = internals.txStatus ?? new TypeOrmTxRecordStore(o.dataSource);
+    this.confirmations = new ConfirmationBatcher((ids) => this.store.markConfirmed(ids), o.logger);
+    const config = gatewayConfig(o, async (message) => {
+      const answer = await answerFromRecord(reader, message, this.logger);
+      const eventId = message.properties[EVENT_ID_PROPERTY];
+      if (answer === TransactionResolution.COMMIT && eventId) this.confirmations.add(eventId);
+      return answer;
+    });
     this.gateway = (internals.gateway ?? ((c, l) => new RocketMqGateway(c, l)))(config, o.logger);
   }
 
@@ -156,6 +172,11 @@ export class OutboxRelay {
       this.options.shutdownTimeoutMs,
       () => new Error('relay drain timeout'),
     ).catch(() => this.logger.warn({}, 'relay round did not finish in time; its leases will expire'));
+    await withTimeout(
+      this.confirmations.flush(),
+      this.options.shutdownTimeoutMs,
+      () => new Error('flush'),
+    ).catch(() => this.logger.warn({}, 'check-back confirmations not recorded in time'));
     if (wasRunning) await this.gateway.shutdown();
     this.state = 'STOPPED';
   }

@@ -34,6 +34,11 @@ export interface TxRecordStore {
   markConfirmed(txIds: readonly string[]): Promise<void>;
 }
 
+/** A plain read of a transaction's final status (a row's status never changes); undefined: no row. */
+export interface TxStatusReader {
+  readStatus(txId: string): Promise<TxStatus | undefined>;
+}
+
 /** How an event row starts: IN_FLIGHT (a half message carries it) or NEW (the relay sends it). */
 export type OutboxInitialStatus = 'IN_FLIGHT' | 'NEW';
 

@@ -2,6 +2,7 @@
  * Runs the producers-only kill scenario from the command line and prints its report as JSON:
  *   node -r ts-node/register/transpile-only test/helpers/kill-run.ts --kills 60 [--horizon 20000|off]
  *     [--broker-horizon 15000] [--instances 3] [--concurrency 2] [--seed 7] [--topic rmqtx_tx_21]
+ *     [--relay-horizon 20000 (an OutboxRelay beside the survivor)] [--settle 120000]
  * The broker is the local one (ROCKETMQ_ENDPOINTS / ROCKETMQ_TX_PORT_OFFSET), or --endpoints.
  */
 import { ENDPOINTS } from './env';
@@ -38,6 +39,7 @@ async function main(): Promise<void> {
     'topic',
     'endpoints',
     'settle',
+    'relay-horizon',
   ];
   for (const k of Object.keys(flags)) if (!known.includes(k)) throw new Error(`unknown flag --${k}`);
   const horizon = flags.horizon;
@@ -51,6 +53,7 @@ async function main(): Promise<void> {
       ? {}
       : { recoveryHorizonMs: horizon === 'off' ? 'off' : int(flags, 'horizon', 0) }),
     brokerHorizonMs: int(flags, 'broker-horizon', 15_000),
+    ...(flags['relay-horizon'] !== undefined ? { relayHorizonMs: int(flags, 'relay-horizon', 0) } : {}),
     settleTimeoutMs: int(flags, 'settle', 120_000),
     seed: int(flags, 'seed', Date.now() % 1_000_000),
     log: (line) => process.stderr.write(`${line}\n`),

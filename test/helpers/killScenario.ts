@@ -9,7 +9,7 @@ import { once } from 'node:events';
 import * as path from 'node:path';
 import * as readline from 'node:readline';
 import type { DataSource } from 'typeorm';
-import type { CheckBackOutcome, TransactionalProducer } from '../../src';
+import { OutboxRelay, type CheckBackOutcome, type TransactionalProducer } from '../../src';
 import { Collector, type Received } from './collector';
 import { ensureSchema, openDataSource } from './db';
 import { waitFor } from './env';
@@ -28,6 +28,8 @@ export interface KillScenarioOptions {
   killEveryMs?: [number, number];
   /** Discard recovery horizon of every instance and the survivor; 'off' turns it off; undefined: not passed (old code). */
   recoveryHorizonMs?: number | 'off';
+  /** Also run an OutboxRelay with this discardHorizonMs beside the survivor (the pre-0.2 way to recover discards). */
+  relayHorizonMs?: number;
   /** The broker's check-back horizon (transactionTimeOut + checkMax x interval): how long in-doubt halves may still be checked. */
   brokerHorizonMs: number;
   /** Give up waiting for delivery after this long past the last kill. */
@@ -136,9 +138,22 @@ export async function runKillScenario(o: KillScenarioOptions): Promise<KillRepor
         ? { discardRecovery: { horizonMs: horizon, intervalMs: 1000, leaseMs: 5000 } }
         : {}),
   });
+  const relay =
+    o.relayHorizonMs === undefined
+      ? undefined
+      : new OutboxRelay({
+          endpoints: o.endpoints,
+          dataSource: ds,
+          topics: [o.topic],
+          transactionTopics: [o.topic],
+          discardHorizonMs: o.relayHorizonMs,
+          reconcileIntervalMs: 1000,
+          pollIntervalMs: 100,
+        });
   const live: Instance[] = [];
   try {
     await survivor.start();
+    await relay?.start();
     const instances = o.instances ?? 3;
     for (let i = 0; i < instances; i++) live.push(await startInstance(o, group));
     let kills = 0;
@@ -190,6 +205,7 @@ export async function runKillScenario(o: KillScenarioOptions): Promise<KillRepor
     return { ...report, survivorRepublished: survivor.stats.discardRecovery?.republished ?? 0 };
   } finally {
     for (const i of live) i.child.kill('SIGKILL');
+    await relay?.shutdown();
     await survivor.shutdown();
     await collector.stop();
     await ds.destroy();

@@ -7,6 +7,8 @@ import { ENDPOINTS } from './env';
 export interface RelayInterceptors {
   /** Runs before each send (normal or half); may hang to simulate a relay stuck mid-batch. */
   beforeSend?: (message: OutgoingMessage) => Promise<void>;
+  /** Answer every check-back UNKNOWN (as if the relay could not read tx_record). */
+  checkBackUnknown?: boolean;
 }
 
 /** An OutboxRelay on the real broker; records the eventIds it actually sent. */
@@ -19,6 +21,7 @@ export function makeRelay(
   const relay = new OutboxRelay(
     { endpoints: ENDPOINTS, dataSource, startTimeoutMs: 30_000, pollIntervalMs: 100, ...options },
     {
+      ...(interceptors.checkBackUnknown ? { txStatus: { readStatus: async () => undefined } } : {}),
       gateway: (config, logger) => {
         const real = new RocketMqGateway(config, logger);
         const record = (m: OutgoingMessage) => sentEventIds.push(m.properties.EVENT_ID ?? '');

@@ -53,7 +53,14 @@ describe('crash windows: producer killed with SIGKILL, resolved by another insta
     ds = await openDataSource();
     await ensureSchema(ds);
     collector = await new Collector(TOPIC).start();
-    survivor = makeProducer(ds, { topics: [TOPIC], producerGroup: GROUP });
+    // The killed children's channels stay registered ~2 min and take checks (docs/checkback-routing.md):
+    // with the test broker's 5 checks an in-doubt half message can be discarded; the survivor's
+    // discard recovery then delivers it (test broker horizon ~12 s).
+    survivor = makeProducer(ds, {
+      topics: [TOPIC],
+      producerGroup: GROUP,
+      discardRecovery: { horizonMs: 15_000, intervalMs: 1000 },
+    });
     await survivor.start();
   });
 

@@ -28,6 +28,8 @@ describe('discard reconciliation against the real broker and MariaDB', () => {
         producerGroup: GROUP,
         topics: [TOPIC],
         startTimeoutMs: 30_000,
+        // This test proves the relay's reconciliation: the producer's own recovery stays out of it.
+        discardRecovery: false,
         // Every check-back answered UNKNOWN: the broker keeps asking until its check max, then discards.
         checkBack: {
           resolverScope: 'all',
@@ -71,12 +73,18 @@ describe('discard reconciliation against the real broker and MariaDB', () => {
     expect((await outboxRow(ds, eventId))?.status).toBe('IN_FLIGHT');
     await waitFor(() => asked.includes(r.txId), { description: 'the broker checks back (answered UNKNOWN)' });
 
-    const { relay } = makeRelay(ds, {
-      topics: [TOPIC],
-      transactionTopics: [TOPIC],
-      discardHorizonMs: HORIZON_MS,
-      reconcileIntervalMs: 500,
-    });
+    // The relay declares the topic, so it gets checks too: it answers them UNKNOWN here (as if it
+    // could not read tx_record), so that the broker really discards the half message.
+    const { relay } = makeRelay(
+      ds,
+      {
+        topics: [TOPIC],
+        transactionTopics: [TOPIC],
+        discardHorizonMs: HORIZON_MS,
+        reconcileIntervalMs: 500,
+      },
+      { checkBackUnknown: true },
+    );
     await relay.start();
     try {
       await waitFor(async () => (await outboxRow(ds, eventId))?.status === 'SENT', {

@@ -1,5 +1,6 @@
 import type { DataSource, EntityManager } from 'typeorm';
-import { InvalidOptionError, OutboxRelay, TransactionalProducer } from '../../src';
+import { InvalidOptionError, OutboxRelay, TransactionalProducer, TransactionResolution } from '../../src';
+import type { GatewayConfig } from '../../src/broker/gateway';
 import type { NewOutboxEvent } from '../../src/store/ports';
 import { FakeOutboxStore } from './fakes/outbox';
 import { FakeGateway, FakeStore, Journal, fakeDataSource } from './fakes/fakes';
@@ -80,6 +81,46 @@ describe('OutboxRelay (fakes)', () => {
     expect(relay.stats).toMatchObject({ failed: 2, dead: 1, sent: 0 });
     expect(await relay.replayDead()).toBe(1);
     expect(store.statuses.get('p1')).toBe('NEW');
+  });
+
+  it('answers a check-back from tx_record (COMMIT / ROLLBACK), UNKNOWN for no row, a read error or a foreign id; never writes', async () => {
+    const rows = new Map<string, 'COMMITTED' | 'ROLLED_BACK'>([
+      ['0190a5b8-7c4e-7a00-8000-000000000001', 'COMMITTED'],
+      ['0190a5b8-7c4e-7a00-8000-000000000002', 'ROLLED_BACK'],
+    ]);
+    const broken = '0190a5b8-7c4e-7a00-8000-000000000004';
+    const reads: string[] = [];
+    let config: GatewayConfig | undefined;
+    new OutboxRelay(
+      { endpoints: '127.0.0.1:8081', dataSource: relayDs, topics: ['tx'], transactionTopics: ['tx'] },
+      {
+        store: new FakeOutboxStore(),
+        gateway: (c) => ((config = c), new FakeGateway(new Journal())),
+        txStatus: {
+          readStatus: async (txId) => {
+            reads.push(txId);
+            if (txId === broken) throw new Error('connection lost');
+            return rows.get(txId);
+          },
+        },
+      },
+    );
+    const ask = (txId: string | undefined) =>
+      config!.onCheckBack!({
+        messageId: 'm',
+        topic: 'tx',
+        keys: [],
+        properties: {},
+        body: Buffer.alloc(0),
+        ...(txId !== undefined ? { txId } : {}),
+      });
+    expect(await ask('0190a5b8-7c4e-7a00-8000-000000000001')).toBe(TransactionResolution.COMMIT);
+    expect(await ask('0190a5b8-7c4e-7a00-8000-000000000002')).toBe(TransactionResolution.ROLLBACK);
+    expect(await ask('0190a5b8-7c4e-7a00-8000-000000000003')).toBe(TransactionResolution.UNKNOWN);
+    expect(await ask(broken)).toBe(TransactionResolution.UNKNOWN);
+    expect(await ask('not-a-uuid')).toBe(TransactionResolution.UNKNOWN);
+    expect(await ask(undefined)).toBe(TransactionResolution.UNKNOWN);
+    expect(reads).toHaveLength(4);
   });
 
   it('validates its options, naming the option', () => {

@@ -1,11 +1,11 @@
 import type { DataSource, EntityManager } from 'typeorm';
-import type { FenceOutcome, NewTxRecord, TxRecordStore, TxStatus } from '../ports';
+import type { FenceOutcome, NewTxRecord, TxRecordStore, TxStatus, TxStatusReader } from '../ports';
 import { dialectFor, type Dialect } from './dialect';
 
 const COLUMNS = '(tx_id, status, resolved_by, producer_group, topic, event_count)';
 
 /** tx_record through the user's TypeORM DataSource, in raw SQL: one round trip per fence write. */
-export class TypeOrmTxRecordStore implements TxRecordStore {
+export class TypeOrmTxRecordStore implements TxRecordStore, TxStatusReader {
   private readonly dialect: Dialect;
   private readonly insertSql: string;
 
@@ -32,7 +32,7 @@ export class TypeOrmTxRecordStore implements TxRecordStore {
       // A row already there is final (a tx_record's status never changes): answer it in one
       // round trip. A plain read never sees an uncommitted row, so "no row" decides nothing:
       // only then does the tombstone INSERT decide, as below.
-      const existing = await this.readStatus(queryRunner.manager, record.txId);
+      const existing = await this.readStatusWith(queryRunner.manager, record.txId);
       if (existing !== undefined) return { kind: existing };
       return await this.dialect.withLockWait(queryRunner, lockWaitTimeoutMs, async () => {
         try {
@@ -48,7 +48,7 @@ export class TypeOrmTxRecordStore implements TxRecordStore {
             return { kind: 'UNDECIDED', reason: 'DATABASE_ERROR', error: err } as const;
         }
         // A new autocommit statement is a fresh read: it sees the winner's committed row.
-        const status = await this.readStatus(queryRunner.manager, record.txId);
+        const status = await this.readStatusWith(queryRunner.manager, record.txId);
         if (status === undefined) {
           return {
             kind: 'UNDECIDED',
@@ -74,7 +74,11 @@ export class TypeOrmTxRecordStore implements TxRecordStore {
     );
   }
 
-  private async readStatus(manager: EntityManager, txId: string): Promise<TxStatus | undefined> {
+  readStatus(txId: string): Promise<TxStatus | undefined> {
+    return this.readStatusWith(this.dataSource.manager, txId);
+  }
+
+  private async readStatusWith(manager: EntityManager, txId: string): Promise<TxStatus | undefined> {
     const rows: Array<{ status: TxStatus }> = await manager.query(
       `SELECT status FROM tx_record WHERE tx_id = ${this.dialect.placeholder(1)}`,
       [txId],

@@ -1,0 +1,110 @@
+import type { DataSource } from 'typeorm';
+import {
+  collectStatus,
+  TransactionResolution,
+  type CheckBackMessage,
+  type TransactionalProducer,
+} from '../../src';
+import { Collector } from '../helpers/collector';
+import { ensureSchema, openDataSource, txRecord } from '../helpers/db';
+import { waitFor } from '../helpers/env';
+import { makeProducer } from '../helpers/producer';
+import { outboxRow } from '../helpers/relay';
+
+const TOPIC = 'rmqtx_tx_23';
+const GROUP = 'it_discard_recovery';
+// Test broker: transactionTimeOut 1 s, check interval 2 s, check max 5: it gives up after ~12 s.
+const HORIZON_MS = 15_000;
+
+describe("the producer's built-in discard recovery, against the real broker and MariaDB (no relay)", () => {
+  let ds: DataSource;
+  let collector: Collector;
+  let producer: TransactionalProducer;
+  const asked: string[] = [];
+  /** Half messages of transact() whose EndTransaction the test drops (as if the process had died). */
+  const dropEnd = new Set<string>();
+  let dropping = true;
+
+  beforeAll(async () => {
+    ds = await openDataSource();
+    await ensureSchema(ds);
+    collector = await new Collector(TOPIC).start();
+    producer = makeProducer(
+      ds,
+      {
+        topics: [TOPIC],
+        producerGroup: GROUP,
+        discardRecovery: { horizonMs: HORIZON_MS, intervalMs: 500 },
+        // Every check-back answered UNKNOWN (as if each went to a dead instance): the broker keeps
+        // asking until its check max, then discards the half message.
+        checkBack: {
+          resolverScope: 'all',
+          resolver: {
+            resolve: async (m: CheckBackMessage) => {
+              if (m.txId) asked.push(m.txId);
+              return TransactionResolution.UNKNOWN;
+            },
+          },
+        },
+      },
+      {
+        afterHalf: async (half) => {
+          if (dropping) dropEnd.add(half.messageId);
+        },
+        beforeEnd: async (half) => !dropEnd.has(half.messageId),
+      },
+    );
+    await producer.start();
+  });
+
+  afterAll(async () => {
+    await producer?.shutdown();
+    await collector?.stop();
+    await ds?.destroy();
+  });
+
+  it('a committed event the broker discards after its check max is republished once, same eventId, and marked SENT', async () => {
+    const r = await producer.transact(
+      [
+        { topic: TOPIC, body: { discarded: 1 } },
+        { topic: TOPIC, body: { discarded: 2 } },
+      ],
+      async (m, c) => {
+        await m.query('INSERT INTO test_order (id) VALUES (?)', [c.txId]);
+      },
+    );
+    dropping = false;
+    expect((await txRecord(ds, r.txId))?.status).toBe('COMMITTED');
+    for (const id of r.eventIds) expect((await outboxRow(ds, id))?.status).toBe('IN_FLIGHT');
+    await waitFor(() => asked.includes(r.txId), { description: 'the broker checks back (answered UNKNOWN)' });
+
+    // Before the horizon the events wait for the broker; the status says so (no action needed).
+    const early = await collectStatus(ds, { topics: [TOPIC], discardHorizonMs: HORIZON_MS });
+    expect(early.inDoubt.byState.awaitingBroker.events).toBeGreaterThanOrEqual(2);
+    const overdue = await collectStatus(ds, { topics: [TOPIC], discardHorizonMs: 1000 });
+    expect(overdue.inDoubt.byState.overdue.events + overdue.inDoubt.byState.republishing.events).toBe(
+      overdue.inDoubt.events,
+    );
+
+    for (const id of r.eventIds) {
+      await waitFor(async () => (await outboxRow(ds, id))?.status === 'SENT', {
+        timeoutMs: 60_000,
+        description: `discarded event ${id} republished by the producer and SENT`,
+      });
+    }
+    expect(producer.stats.discardRecovery?.republished).toBeGreaterThanOrEqual(2);
+    // A marker sent after them: once it arrives, anything else for these events would have too.
+    const marker = await producer.transact({ topic: TOPIC, body: 'marker' }, async () => undefined);
+    await waitFor(() => collector.withProperty('EVENT_ID', marker.eventIds[0]!).length >= 1, {
+      description: 'marker delivered',
+    });
+    for (const [i, id] of r.eventIds.entries()) {
+      const got = collector.withProperty('EVENT_ID', id);
+      expect(got).toHaveLength(1);
+      expect(got[0]!.properties.TX_ID).toBe(r.txId);
+      expect(got[0]!.body).toBe(`{"discarded":${i + 1}}`);
+    }
+    const after = await collectStatus(ds, { topics: [TOPIC] });
+    expect(after.inDoubt.byState.republishing.events).toBe(0);
+  }, 120_000);
+});
