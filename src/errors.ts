@@ -11,6 +11,7 @@ export type ErrorCode =
   | 'PRODUCER_NOT_RUNNING'
   | 'STORE_ERROR'
   | 'CONSUMER_NOT_RUNNING'
+  | 'RELAY_NOT_RUNNING'
   | 'UNHANDLED_EVENT'
   | 'MISSING_DEPENDENCY'
   | 'AUTHENTICATION_FAILED'
@@ -103,6 +104,13 @@ export class ProducerNotRunningError extends RocketMqTxError {
 export class ConsumerNotRunningError extends RocketMqTxError {
   constructor(message: string) {
     super('CONSUMER_NOT_RUNNING', message, { retriable: false });
+  }
+}
+
+/** start() was called after shutdown() (or while it runs). Create a new OutboxRelay. */
+export class RelayNotRunningError extends RocketMqTxError {
+  constructor(message: string) {
+    super('RELAY_NOT_RUNNING', message, { retriable: false });
   }
 }
 
