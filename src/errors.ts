@@ -10,6 +10,7 @@ export type ErrorCode =
   | 'TRANSACTION_OUTCOME_UNKNOWN'
   | 'PRODUCER_NOT_RUNNING'
   | 'STORE_ERROR'
+  | 'STORE_ACCESS_DENIED'
   | 'CONSUMER_NOT_RUNNING'
   | 'RELAY_NOT_RUNNING'
   | 'UNHANDLED_EVENT'
@@ -185,15 +186,21 @@ export class TlsError extends RocketMqTxError {
 
 /** A database operation the SDK owns failed (not the user's work). */
 export class StoreError extends RocketMqTxError {
-  constructor(message: string, cause?: unknown, retriable = true) {
-    super('STORE_ERROR', message, { retriable, cause });
+  /** `code` is for subclasses (StoreAccessDeniedError); a plain StoreError is `STORE_ERROR`. */
+  constructor(
+    message: string,
+    cause?: unknown,
+    retriable = true,
+    code: Extract<ErrorCode, 'STORE_ERROR' | 'STORE_ACCESS_DENIED'> = 'STORE_ERROR',
+  ) {
+    super(code, message, { retriable, cause });
   }
 }
 
 /**
  * The database user lacks a table privilege the SDK needs (MariaDB/MySQL ER_TABLEACCESS_DENIED_ERROR
- * or ER_COLUMNACCESS_DENIED_ERROR). Not retriable: the same statement fails until the privilege is
- * granted. `rocketMqTxGrants(component, ...)` prints what each component needs (docs/security.md).
+ * or ER_COLUMNACCESS_DENIED_ERROR). Code `STORE_ACCESS_DENIED`, still a StoreError. Not retriable:
+ * the same statement fails until the privilege is granted. `rocketMqTxGrants(component, ...)` prints what each component needs (docs/security.md).
  */
 export class StoreAccessDeniedError extends StoreError {
   /** E.g. `INSERT`. */
@@ -209,6 +216,7 @@ export class StoreAccessDeniedError extends StoreError {
         '; grant it (rocketMqTxGrants() lists what each component needs)',
       cause,
       false,
+      'STORE_ACCESS_DENIED',
     );
     this.privilege = privilege;
     this.table = table;
