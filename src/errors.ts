@@ -33,12 +33,16 @@ export class RocketMqTxError extends Error {
 
 /** A constructor option is missing, of the wrong type or out of range. Fix the configuration. */
 export class InvalidOptionError extends RocketMqTxError {
+  /** The option's path, e.g. `checkBack.concurrency` or `transactionTopics[0]`. */
   readonly option: string;
-  constructor(option: string, value: unknown, allowed: string) {
-    super('INVALID_OPTION', `Invalid option ${option}: got ${describeValue(value)}; expected ${allowed}`, {
+  /** What is allowed, e.g. `an integer from 1 to 64` (the message's text after "expected"). */
+  readonly expected: string;
+  constructor(option: string, value: unknown, expected: string) {
+    super('INVALID_OPTION', `Invalid option ${option}: got ${describeValue(value)}; expected ${expected}`, {
       retriable: false,
     });
     this.option = option;
+    this.expected = expected;
   }
 }
 

@@ -116,6 +116,16 @@ describe('CLI flag parsing', () => {
     expect(topic?.message).toBe('invalid --transaction-topics "x": expected one of the --topics');
     expect(b.translate(new InvalidOptionError('batchSize', 0, 'an integer'))).toBeUndefined();
   });
+
+  it('takes the rule from the error, not from its message (a value may contain "; expected")', () => {
+    const b = new FlagBindings();
+    b.bind('transactionTopics', 'transaction-topics', 'x; expected y');
+    const err = new InvalidOptionError('transactionTopics[0]', 'x; expected y', 'one of options.topics');
+    expect(err).toMatchObject({ option: 'transactionTopics[0]', expected: 'one of options.topics' });
+    expect(b.translate(err)?.message).toBe(
+      'invalid --transaction-topics "x; expected y": expected one of the --topics',
+    );
+  });
 });
 
 describe('CLI connection settings', () => {
