@@ -10,7 +10,9 @@ export type ErrorCode =
   | 'TRANSACTION_OUTCOME_UNKNOWN'
   | 'PRODUCER_NOT_RUNNING'
   | 'STORE_ERROR'
+  | 'STORE_ACCESS_DENIED'
   | 'CONSUMER_NOT_RUNNING'
+  | 'RELAY_NOT_RUNNING'
   | 'UNHANDLED_EVENT'
   | 'MISSING_DEPENDENCY'
   | 'AUTHENTICATION_FAILED'
@@ -31,12 +33,16 @@ export class RocketMqTxError extends Error {
 
 /** A constructor option is missing, of the wrong type or out of range. Fix the configuration. */
 export class InvalidOptionError extends RocketMqTxError {
+  /** The option's path, e.g. `checkBack.concurrency` or `transactionTopics[0]`. */
   readonly option: string;
-  constructor(option: string, value: unknown, allowed: string) {
-    super('INVALID_OPTION', `Invalid option ${option}: got ${describeValue(value)}; expected ${allowed}`, {
+  /** What is allowed, e.g. `an integer from 1 to 64` (the message's text after "expected"). */
+  readonly expected: string;
+  constructor(option: string, value: unknown, expected: string) {
+    super('INVALID_OPTION', `Invalid option ${option}: got ${describeValue(value)}; expected ${expected}`, {
       retriable: false,
     });
     this.option = option;
+    this.expected = expected;
   }
 }
 
@@ -103,6 +109,13 @@ export class ProducerNotRunningError extends RocketMqTxError {
 export class ConsumerNotRunningError extends RocketMqTxError {
   constructor(message: string) {
     super('CONSUMER_NOT_RUNNING', message, { retriable: false });
+  }
+}
+
+/** start() was called after shutdown() (or while it runs). Create a new OutboxRelay. */
+export class RelayNotRunningError extends RocketMqTxError {
+  constructor(message: string) {
+    super('RELAY_NOT_RUNNING', message, { retriable: false });
   }
 }
 
@@ -177,15 +190,21 @@ export class TlsError extends RocketMqTxError {
 
 /** A database operation the SDK owns failed (not the user's work). */
 export class StoreError extends RocketMqTxError {
-  constructor(message: string, cause?: unknown, retriable = true) {
-    super('STORE_ERROR', message, { retriable, cause });
+  /** `code` is for subclasses (StoreAccessDeniedError); a plain StoreError is `STORE_ERROR`. */
+  constructor(
+    message: string,
+    cause?: unknown,
+    retriable = true,
+    code: Extract<ErrorCode, 'STORE_ERROR' | 'STORE_ACCESS_DENIED'> = 'STORE_ERROR',
+  ) {
+    super(code, message, { retriable, cause });
   }
 }
 
 /**
  * The database user lacks a table privilege the SDK needs (MariaDB/MySQL ER_TABLEACCESS_DENIED_ERROR
- * or ER_COLUMNACCESS_DENIED_ERROR). Not retriable: the same statement fails until the privilege is
- * granted. `rocketMqTxGrants(component, ...)` prints what each component needs (docs/security.md).
+ * or ER_COLUMNACCESS_DENIED_ERROR). Code `STORE_ACCESS_DENIED`, still a StoreError. Not retriable:
+ * the same statement fails until the privilege is granted. `rocketMqTxGrants(component, ...)` prints what each component needs (docs/security.md).
  */
 export class StoreAccessDeniedError extends StoreError {
   /** E.g. `INSERT`. */
@@ -201,6 +220,7 @@ export class StoreAccessDeniedError extends StoreError {
         '; grant it (rocketMqTxGrants() lists what each component needs)',
       cause,
       false,
+      'STORE_ACCESS_DENIED',
     );
     this.privilege = privilege;
     this.table = table;

@@ -10,6 +10,7 @@ export {
   StoreError,
   StoreAccessDeniedError,
   ConsumerNotRunningError,
+  RelayNotRunningError,
   UnhandledEventError,
   MissingDependencyError,
   AuthenticationError,

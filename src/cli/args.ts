@@ -1,4 +1,5 @@
 import { parseArgs } from 'node:util';
+import { InvalidOptionError } from '../errors';
 import { RESOURCE_NAME_RE } from '../util/clientOptions';
 import type { Io } from './output';
 
@@ -266,12 +267,11 @@ export class FlagBindings {
 
   /** A UsageError for an InvalidOptionError on a bound option (e.g. "transactionTopics[0]"), else undefined. */
   translate(err: unknown): UsageError | undefined {
-    const option = (err as { option?: unknown }).option;
-    if (typeof option !== 'string' || !(err instanceof Error)) return undefined;
-    const base = option.replace(/^options\./, '').replace(/\[\d+\]$/, '');
+    if (!(err instanceof InvalidOptionError)) return undefined;
+    const base = err.option.replace(/^options\./, '').replace(/\[\d+\]$/, '');
     const hit = this.bound.get(base);
     if (!hit) return undefined;
-    let allowed = /; expected (.*)$/s.exec(err.message)?.[1] ?? err.message;
+    let allowed = err.expected;
     if (hit.duration) {
       allowed = allowed.replace(
         /an integer from (\d+) to (\d+)/,

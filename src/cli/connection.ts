@@ -79,7 +79,7 @@ const UNREACHABLE = new Set([
 function driverCode(err: unknown): string | undefined {
   for (let e: unknown = err, i = 0; e !== undefined && e !== null && i < 4; i++) {
     const c = (e as { code?: unknown }).code;
-    if (typeof c === 'string' && c !== 'STORE_ERROR') return c;
+    if (typeof c === 'string' && !(e instanceof StoreError)) return c;
     e = (e as { driverError?: unknown; cause?: unknown }).driverError ?? (e as { cause?: unknown }).cause;
   }
   return undefined;

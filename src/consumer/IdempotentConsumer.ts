@@ -2,7 +2,6 @@ import { ConsumerNotRunningError, StoreError } from '../errors';
 import type { ConsumerGateway, ConsumerGatewayConfig, InboundMessage } from '../broker/consumerGateway';
 import { RocketMqConsumerGateway } from '../broker/RocketMqConsumerGateway';
 import { errorFields, type Logger } from '../util/logger';
-import { Semaphore } from '../util/semaphore';
 import { withTimeout } from '../util/time';
 import type { InboxStore } from './inbox';
 import { MessageProcessor, type Decision } from './MessageProcessor';
@@ -12,6 +11,7 @@ import {
   type ResolvedConsumerOptions,
 } from './options';
 import { ACKED_KINDS, type ConsumeOutcome } from './outcome';
+import { ReceiveSlots } from './ReceiveSlots';
 import { TypeOrmInboxStore } from './TypeOrmInboxStore';
 import { ATTACH_OBSERVER, Observers, elapsedMs, type TxObserver } from '../observability/observer';
 
@@ -56,11 +56,10 @@ export class IdempotentConsumer {
   private readonly gateway: ConsumerGateway;
   private readonly processor: MessageProcessor;
   private readonly store: InboxStore;
-  private readonly slots: Semaphore;
+  private readonly slots: ReceiveSlots;
   private readonly logger: Logger;
   private state: State = 'NEW';
   private pending = 0;
-  private slotFreed: (() => void) | undefined;
   private drained: (() => void) | undefined;
   private startPromise: Promise<void> | undefined;
   private shutdownPromise: Promise<void> | undefined;
@@ -94,7 +93,7 @@ export class IdempotentConsumer {
       unknownEventTypes: o.unknownEventTypes,
       maxBodyBytes: o.maxBodyBytes,
     });
-    this.slots = new Semaphore(o.concurrency, Number.MAX_SAFE_INTEGER);
+    this.slots = new ReceiveSlots(o.concurrency);
     const config: ConsumerGatewayConfig = {
       endpoints: o.endpoints,
       namespace: o.namespace,
@@ -174,7 +173,7 @@ export class IdempotentConsumer {
     const wasStarted = this.state !== 'NEW';
     this.state = 'STOPPING';
     if (this.startPromise) await this.startPromise.catch(() => undefined);
-    this.slotFreed?.();
+    this.slots.close();
     if (this.pending > 0) {
       const drained = new Promise<void>((resolve) => (this.drained = resolve));
       await withTimeout(drained, this.options.shutdownTimeoutMs, () => new Error('drain timeout')).catch(() =>
@@ -189,21 +188,28 @@ export class IdempotentConsumer {
   }
 
   private async receiveLoop(): Promise<void> {
+    const o = this.options;
+    // At most a fair share per receive, so every subscription can long-poll at once when it fits.
+    const share = Math.max(1, Math.min(MAX_BATCH, Math.floor(o.concurrency / o.subscriptions.size)));
     while (this.state === 'RUNNING') {
-      if (this.pending >= this.options.concurrency) {
-        await new Promise<void>((resolve) => (this.slotFreed = resolve));
-        continue;
+      const reserved = await this.slots.reserve(share);
+      if (this.state !== 'RUNNING') {
+        this.slots.release(reserved);
+        return;
       }
       let messages: InboundMessage[];
       try {
-        messages = await this.gateway.receive(Math.min(MAX_BATCH, this.options.concurrency - this.pending));
+        messages = await this.gateway.receive(reserved);
       } catch (err) {
+        this.slots.release(reserved);
         if (this.state !== 'RUNNING') return;
         this.counters.receiveFailures++;
         this.logger.warn(errorFields(err), 'receive failed; retrying');
         await sleep(RECEIVE_FAILURE_BACKOFF_MS);
         continue;
       }
+      // Each message keeps its slot until settled; the rest of the reservation is free again.
+      this.slots.release(reserved - messages.length);
       for (const message of messages) this.dispatch(message);
     }
   }
@@ -213,43 +219,36 @@ export class IdempotentConsumer {
     this.pending++;
     void this.handle(message).finally(() => {
       this.pending--;
-      const freed = this.slotFreed;
-      this.slotFreed = undefined;
-      freed?.();
+      this.slots.release(1);
       if (this.pending === 0 && this.drained) this.drained();
     });
   }
 
   private async handle(message: InboundMessage): Promise<void> {
-    const release = await this.slots.acquire();
     const started = performance.now();
+    let decision: Decision;
     try {
-      let decision: Decision;
-      try {
-        decision = await this.processor.process(message);
-      } catch (err) {
-        // process() reports failures as decisions; this is a bug guard, never an ack.
-        decision = { kind: 'MALFORMED', error: err };
-      }
-      const deadLettered = await this.settle(message, decision);
-      this.count(decision, deadLettered);
-      const outcome = {
-        ...decision,
-        messageId: message.messageId,
-        topic: message.topic,
-        deliveryAttempt: message.deliveryAttempt,
-        deadLettered,
-      } as ConsumeOutcome;
-      this.observers.emit('consumed', {
-        consumerGroup: this.options.consumerGroup,
-        outcome,
-        durationMs: elapsedMs(started),
-        at: Date.now(),
-      });
-      this.report(outcome);
-    } finally {
-      release?.();
+      decision = await this.processor.process(message);
+    } catch (err) {
+      // process() reports failures as decisions; this is a bug guard, never an ack.
+      decision = { kind: 'MALFORMED', error: err };
     }
+    const deadLettered = await this.settle(message, decision);
+    this.count(decision, deadLettered);
+    const outcome = {
+      ...decision,
+      messageId: message.messageId,
+      topic: message.topic,
+      deliveryAttempt: message.deliveryAttempt,
+      deadLettered,
+    } as ConsumeOutcome;
+    this.observers.emit('consumed', {
+      consumerGroup: this.options.consumerGroup,
+      outcome,
+      durationMs: elapsedMs(started),
+      at: Date.now(),
+    });
+    this.report(outcome);
   }
 
   /** Acks, redelivers or dead-letters; returns whether the message went to the DLQ. */

@@ -190,8 +190,9 @@ export function nameList(option: string, value: unknown): string[] | null {
  * s.outbox.dead;                   // events the relay gave up on
  *
  * @throws InvalidOptionError for a bad dataSource or filter (before any query).
- * @throws StoreError (retriable) when a query fails; (not retriable) when the DataSource is not initialized;
- *   StoreAccessDeniedError (not retriable) when the user lacks SELECT on one of the tables.
+ * @throws StoreError when a query fails (retriable unless a table or column is missing), or (not
+ *   retriable) when the DataSource is not initialized; StoreAccessDeniedError (not retriable) when
+ *   the user lacks SELECT on one of the tables.
  */
 export async function collectStatus(dataSource: DataSource, options?: StatusOptions): Promise<StatusReport> {
   const ds = requireDataSource(dataSource);

@@ -248,9 +248,7 @@ export class TransactionalProducer {
       );
     }
     if (typeof work !== 'function') {
-      throw new RocketMqTxError('INVALID_MESSAGE', 'transact(events, work): work must be a function', {
-        retriable: false,
-      });
+      throw new InvalidOptionError('work', work, 'a function (manager, { txId, eventIds }) => Promise');
     }
     if (typeof callOptions !== 'object' || callOptions === null) {
       throw new InvalidOptionError('transact options', callOptions, 'an object { delivery? }');

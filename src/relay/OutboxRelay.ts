@@ -1,4 +1,4 @@
-import { ProducerNotRunningError, StoreError } from '../errors';
+import { RelayNotRunningError, StoreError } from '../errors';
 import { gatewayConfig, type BrokerGateway, type GatewayConfig } from '../broker/gateway';
 import { RocketMqGateway } from '../broker/RocketMqGateway';
 import type { ClaimedOutboxEvent, OutboxStore, TxStatusReader } from '../store/ports';
@@ -38,7 +38,7 @@ export interface RelayInternals {
   random?: () => number;
 }
 
-type State = 'NEW' | 'RUNNING' | 'STOPPING' | 'STOPPED';
+type State = 'NEW' | 'STARTING' | 'RUNNING' | 'STOPPING' | 'STOPPED';
 
 /**
  * Delivers outbox_event rows: claims due NEW rows in short SKIP LOCKED transactions under a
@@ -46,7 +46,14 @@ type State = 'NEW' | 'RUNNING' | 'STOPPING' | 'STOPPED';
  * backoff and ends in DEAD past maxAttempts. Any number of relays may run against one table.
  */
 export class OutboxRelay {
-  readonly stats: RelayStats = { claimed: 0, sent: 0, failed: 0, dead: 0, republished: 0, storeErrors: 0 };
+  private readonly counters: RelayStats = {
+    claimed: 0,
+    sent: 0,
+    failed: 0,
+    dead: 0,
+    republished: 0,
+    storeErrors: 0,
+  };
   private readonly options: ResolvedRelayOptions;
   private readonly gateway: BrokerGateway;
   private readonly store: OutboxStore;
@@ -54,6 +61,8 @@ export class OutboxRelay {
   private readonly random: () => number;
   private state: State = 'NEW';
   private loop: Promise<void> = Promise.resolve();
+  private startPromise: Promise<void> | undefined;
+  private shutdownPromise: Promise<void> | undefined;
   private wake: (() => void) | undefined;
   private lastReconcile = 0;
   private readonly observers = new Observers();
@@ -89,20 +98,47 @@ export class OutboxRelay {
     return this.options.relayId;
   }
 
-  /** Connects to the proxy and starts polling. */
-  async start(): Promise<void> {
-    if (this.state !== 'NEW') throw new ProducerNotRunningError(`OutboxRelay is ${this.state.toLowerCase()}`);
-    if (!this.options.dataSource.isInitialized) {
-      throw new StoreError(
-        'options.dataSource is not initialized: call dataSource.initialize() first',
-        undefined,
-        false,
+  /** A snapshot of the counters (a copy: changing it changes nothing). */
+  get stats(): RelayStats {
+    return { ...this.counters };
+  }
+
+  /**
+   * Connects to the proxy and starts polling. Safe to call more than once: every call gets the
+   * same promise. A shutdown() begun meanwhile wins: the relay ends stopped, its client closed.
+   */
+  start(): Promise<void> {
+    if (this.state === 'STOPPING' || this.state === 'STOPPED') {
+      return Promise.reject(new RelayNotRunningError('OutboxRelay was shut down; create a new one'));
+    }
+    if (!this.startPromise) {
+      if (!this.options.dataSource.isInitialized) {
+        return Promise.reject(
+          new StoreError(
+            'options.dataSource is not initialized: call dataSource.initialize() first',
+            undefined,
+            false,
+          ),
+        );
+      }
+      this.state = 'STARTING';
+      this.startPromise = this.gateway.start().then(
+        () => {
+          if (this.state !== 'STARTING') return;
+          this.state = 'RUNNING';
+          this.loop = this.run();
+          this.logger.info({ relayId: this.options.relayId }, 'outbox relay started');
+        },
+        (err: unknown) => {
+          if (this.state === 'STARTING') {
+            this.state = 'NEW';
+            this.startPromise = undefined;
+          }
+          throw err;
+        },
       );
     }
-    await this.gateway.start();
-    this.state = 'RUNNING';
-    this.loop = this.run();
-    this.logger.info({ relayId: this.options.relayId }, 'outbox relay started');
+    return this.startPromise;
   }
 
   /**
@@ -120,14 +156,14 @@ export class OutboxRelay {
         topics: o.topics,
       });
     } catch (err) {
-      this.stats.storeErrors++;
+      this.counters.storeErrors++;
       this.logger.warn(
         errorFields(toStoreError('outbox claim failed', err)),
         'outbox claim failed; retrying at the next poll',
       );
       return 0;
     }
-    this.stats.claimed += rows.length;
+    this.counters.claimed += rows.length;
     await Promise.all(rows.map((row) => this.deliver(row)));
     return rows.length;
   }
@@ -141,13 +177,13 @@ export class OutboxRelay {
       const { discardHorizonMs, batchSize, topics } = this.options;
       const n = await this.store.promoteUnconfirmed(discardHorizonMs, batchSize, topics);
       if (n > 0) {
-        this.stats.republished += n;
+        this.counters.republished += n;
         this.observers.emit('relayRepublished', { count: n });
         this.logger.warn({ count: n }, 'republishing events whose broker commit was never confirmed');
       }
       return n;
     } catch (err) {
-      this.stats.storeErrors++;
+      this.counters.storeErrors++;
       this.logger.warn(
         errorFields(toStoreError('discard reconciliation failed', err)),
         'discard reconciliation failed; retrying later',
@@ -161,12 +197,26 @@ export class OutboxRelay {
     return this.store.replayDead(eventIds);
   }
 
-  /** Stops polling, waits for the current round (bounded by shutdownTimeoutMs), closes the client. */
-  async shutdown(): Promise<void> {
-    if (this.state === 'STOPPED' || this.state === 'STOPPING') return;
-    const wasRunning = this.state === 'RUNNING';
+  /**
+   * Stops polling, waits for the current round (bounded by shutdownTimeoutMs), closes the client.
+   * Every call gets the same promise, settled when the relay is stopped.
+   */
+  shutdown(): Promise<void> {
+    if (!this.shutdownPromise) this.shutdownPromise = this.doShutdown();
+    return this.shutdownPromise;
+  }
+
+  private async doShutdown(): Promise<void> {
+    const starting = this.startPromise;
     this.state = 'STOPPING';
     this.wake?.();
+    // A failed start closed its own client; a started one is closed below, also mid-start.
+    let connected = false;
+    if (starting)
+      connected = await starting.then(
+        () => true,
+        () => false,
+      );
     await withTimeout(
       this.loop,
       this.options.shutdownTimeoutMs,
@@ -177,7 +227,7 @@ export class OutboxRelay {
       this.options.shutdownTimeoutMs,
       () => new Error('flush'),
     ).catch(() => this.logger.warn({}, 'check-back confirmations not recorded in time'));
-    if (wasRunning) await this.gateway.shutdown();
+    if (connected) await this.gateway.shutdown();
     this.state = 'STOPPED';
   }
 
@@ -218,8 +268,8 @@ export class OutboxRelay {
       const attempts = row.attempts + 1;
       const dead = attempts >= o.maxAttempts;
       const error = errorText(err);
-      if (dead) this.stats.dead++;
-      else this.stats.failed++;
+      if (dead) this.counters.dead++;
+      else this.counters.failed++;
       this.observers.emit('relayDelivery', { topic: row.topic, result: dead ? 'dead' : 'retry' });
       this.logger[dead ? 'error' : 'warn'](
         { ...errorFields(err), eventId: row.eventId, attempts },
@@ -236,7 +286,7 @@ export class OutboxRelay {
       );
       return;
     }
-    this.stats.sent++;
+    this.counters.sent++;
     this.observers.emit('relayDelivery', { topic: row.topic, result: 'sent' });
     await this.mark(() => this.store.markSent(row.eventId, o.relayId));
   }
@@ -246,7 +296,7 @@ export class OutboxRelay {
     try {
       await write();
     } catch (err) {
-      this.stats.storeErrors++;
+      this.counters.storeErrors++;
       this.logger.warn(
         errorFields(toStoreError('recording an outbox outcome failed', err)),
         'could not record an outbox outcome; the lease will expire',

@@ -6,6 +6,7 @@ import {
   GRANT_COMPONENTS,
   IdempotentConsumer,
   StoreAccessDeniedError,
+  StoreError,
   TransactionFencedError,
   TypeOrmOutboxStore,
   collectStatus,
@@ -485,8 +486,9 @@ describe('least privilege: every component under a MariaDB user with only its do
       .transact({ topic: TX_TOPIC, tag: TAG, event: event() }, work)
       .catch((e: unknown) => e);
     expect(err).toBeInstanceOf(StoreAccessDeniedError);
+    expect(err).toBeInstanceOf(StoreError);
     expect(err).toMatchObject({
-      code: 'STORE_ERROR',
+      code: 'STORE_ACCESS_DENIED',
       retriable: false,
       privilege: 'INSERT',
       table: 'outbox_event',

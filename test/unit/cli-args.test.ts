@@ -10,7 +10,8 @@ import {
   UsageError,
   type FlagSpecs,
 } from '../../src/cli/args';
-import { resolveBrokerTarget, resolveDbTarget } from '../../src/cli/connection';
+import { databaseError, resolveBrokerTarget, resolveDbTarget } from '../../src/cli/connection';
+import { toStoreError } from '../../src/store/typeorm/storeError';
 import { describeError, formatAge, maskSecrets, renderTable, stderrLogger } from '../../src/cli/output';
 import { planRelay } from '../../src/cli/relay';
 import { InvalidOptionError, StoreError } from '../../src/errors';
@@ -115,6 +116,16 @@ describe('CLI flag parsing', () => {
     expect(topic?.message).toBe('invalid --transaction-topics "x": expected one of the --topics');
     expect(b.translate(new InvalidOptionError('batchSize', 0, 'an integer'))).toBeUndefined();
   });
+
+  it('takes the rule from the error, not from its message (a value may contain "; expected")', () => {
+    const b = new FlagBindings();
+    b.bind('transactionTopics', 'transaction-topics', 'x; expected y');
+    const err = new InvalidOptionError('transactionTopics[0]', 'x; expected y', 'one of options.topics');
+    expect(err).toMatchObject({ option: 'transactionTopics[0]', expected: 'one of options.topics' });
+    expect(b.translate(err)?.message).toBe(
+      'invalid --transaction-topics "x; expected y": expected one of the --topics',
+    );
+  });
 });
 
 describe('CLI connection settings', () => {
@@ -180,6 +191,22 @@ describe('CLI connection settings', () => {
       sslEnabled: true,
       credentials: { accessKey: 'ak', accessSecret: 'sk' },
     });
+  });
+});
+
+describe('CLI database errors', () => {
+  it('a missing table privilege names the privilege and the table, also when wrapped in StoreAccessDeniedError', () => {
+    const target = resolveDbTarget({}, {});
+    const driver = Object.assign(new Error('denied'), {
+      code: 'ER_TABLEACCESS_DENIED_ERROR',
+      errno: 1142,
+      sqlMessage: "SELECT command denied to user 'a'@'h' for table `db`.`consumed_event`",
+    });
+    for (const err of [driver, toStoreError('status: the consumed_event query failed', driver)]) {
+      expect(databaseError(target, err).message).toMatch(
+        /^the database user of mysql:\/\/root@127\.0\.0\.1:3306\/test lacks SELECT on consumed_event \(grants per command/,
+      );
+    }
   });
 });
 

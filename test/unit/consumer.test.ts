@@ -14,6 +14,7 @@ import type { ConsumerGateway, InboundMessage } from '../../src/broker/consumerG
 import type { ConsumedRow, CursorKey, InboxStore, InboxTransaction } from '../../src/consumer/inbox';
 import { HandlerRegistry } from '../../src/consumer/handlers';
 import { MessageProcessor } from '../../src/consumer/MessageProcessor';
+import { ReceiveSlots } from '../../src/consumer/ReceiveSlots';
 
 /** In-memory consumed_event + aggregate_cursor with transactional staging. */
 class FakeInbox implements InboxStore {
@@ -313,6 +314,118 @@ async function until(cond: () => boolean): Promise<void> {
   for (let i = 0; i < 500 && !cond(); i++) await new Promise((r) => setImmediate(r));
   if (!cond()) throw new Error('condition not reached');
 }
+
+/**
+ * A broker with any number of concurrent long polls: a receive returns at once when messages are
+ * queued, else stays open until some arrive or shutdown. Counts messages received but not settled.
+ */
+class PollingGateway implements ConsumerGateway {
+  queue: InboundMessage[] = [];
+  acked: string[] = [];
+  maxDeliveryAttempts: number | undefined = 3;
+  /** The largest number of received-but-unsettled messages seen. */
+  maxOutstanding = 0;
+  private outstanding = 0;
+  private readonly polls: Array<() => void> = [];
+  get openPolls(): number {
+    return this.polls.length;
+  }
+  async start(): Promise<void> {}
+  push(...messages: InboundMessage[]): void {
+    this.queue.push(...messages);
+    for (const wake of this.polls.splice(0)) wake();
+  }
+  async receive(max: number): Promise<InboundMessage[]> {
+    while (this.queue.length === 0) {
+      const stopped = await new Promise<boolean>((r) => this.polls.push(() => r(this.closed)));
+      if (stopped) return [];
+    }
+    const got = this.queue.splice(0, max);
+    this.outstanding += got.length;
+    this.maxOutstanding = Math.max(this.maxOutstanding, this.outstanding);
+    return got;
+  }
+  async ack(m: InboundMessage): Promise<void> {
+    this.outstanding--;
+    this.acked.push(m.messageId);
+  }
+  async retryLater(): Promise<void> {
+    this.outstanding--;
+  }
+  async deadLetter(): Promise<void> {
+    this.outstanding--;
+  }
+  private closed = false;
+  async shutdown(): Promise<void> {
+    this.closed = true;
+    for (const wake of this.polls.splice(0)) wake();
+  }
+}
+
+describe('IdempotentConsumer: receive loops and the concurrency bound', () => {
+  it('ReceiveSlots: waiting loops are served in order, none past capacity, all woken by close()', async () => {
+    const slots = new ReceiveSlots(2);
+    expect(await slots.reserve(5)).toBe(2);
+    const granted: string[] = [];
+    const a = slots.reserve(2).then((n) => granted.push(`a:${n}`));
+    const b = slots.reserve(2).then((n) => granted.push(`b:${n}`));
+    slots.release(1);
+    await a;
+    expect(granted).toEqual(['a:1']);
+    expect(slots.inUse).toBe(2);
+    slots.release(1);
+    await b;
+    expect(granted).toEqual(['a:1', 'b:1']);
+    const c = slots.reserve(1);
+    const d = slots.reserve(1);
+    slots.close();
+    expect(await Promise.all([c, d])).toEqual([0, 0]);
+    expect(await slots.reserve(1)).toBe(0);
+  });
+
+  it.each([2, 3, 4])(
+    'two subscriptions at concurrency %i: both loops keep polling and received-but-unfinished messages never exceed it',
+    async (concurrency) => {
+      const gw = new PollingGateway();
+      const held: Array<() => void> = [];
+      const c = new IdempotentConsumer(
+        {
+          endpoints: '127.0.0.1:8081',
+          dataSource: fakeDataSource as unknown as IdempotentConsumerOptions['dataSource'],
+          consumerGroup: 'g',
+          subscriptions: ['a', 'b'],
+          handlers: [
+            {
+              eventType: 'ItemAdded',
+              eventVersion: 2,
+              handle: () => new Promise<void>((release) => held.push(release)),
+            },
+          ],
+          concurrency,
+        },
+        { gateway: () => gw, store: new FakeInbox() },
+      );
+      const total = concurrency * 4;
+      gw.push(...Array.from({ length: total }, (_, i) => message(envelope(1, { aggregateId: `c${i}` }))));
+      await c.start();
+      // Handlers finish one at a time, so the loops run into a full budget again and again.
+      while (gw.acked.length < total) {
+        await until(() => held.length > 0 || gw.acked.length === total);
+        held.shift()?.();
+      }
+      await until(() => gw.openPolls === 2);
+      expect(gw.maxOutstanding).toBeGreaterThan(0);
+      expect(gw.maxOutstanding).toBeLessThanOrEqual(concurrency);
+      // Both loops are still alive: a message arriving now is received and applied.
+      gw.push(message(envelope(1, { aggregateId: 'late' })));
+      await until(() => held.length > 0);
+      held.shift()!();
+      await until(() => gw.acked.length === total + 1);
+      await c.shutdown();
+      expect(gw.openPolls).toBe(0);
+    },
+  );
+});
 
 describe('IdempotentConsumer: settling with the broker', () => {
   it('acks applied and duplicate messages; retries a failure with backoff; dead-letters at the last attempt', async () => {

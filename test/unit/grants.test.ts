@@ -99,7 +99,7 @@ describe('privilege errors', () => {
     );
   });
 
-  it('toStoreError: a refusal is not retriable and keeps its cause; other errors stay retriable StoreErrors', () => {
+  it('toStoreError: a refusal is a StoreError with its own code, not retriable, keeping its cause', () => {
     const denied = driverError(
       'ER_TABLEACCESS_DENIED_ERROR',
       1142,
@@ -107,8 +107,9 @@ describe('privilege errors', () => {
     );
     const typed = toStoreError('claim', denied);
     expect(typed).toBeInstanceOf(StoreError);
+    expect(typed).toBeInstanceOf(StoreAccessDeniedError);
     expect(typed).toMatchObject({
-      code: 'STORE_ERROR',
+      code: 'STORE_ACCESS_DENIED',
       retriable: false,
       privilege: 'UPDATE',
       table: 'outbox_event',

@@ -1,6 +1,7 @@
 import {
   BrokerUnavailableError,
   InvalidMessageError,
+  InvalidOptionError,
   ProducerNotRunningError,
   StoreError,
   TransactionalProducer,
@@ -173,6 +174,21 @@ describe('TransactionalProducer state machine (fake broker and store)', () => {
       InvalidMessageError,
     );
     await expect(producer.transact([], async () => 1)).rejects.toThrow(/events/);
+    expect(journal.events.length).toBe(before);
+  });
+
+  it('a work that is not a function is an InvalidOptionError naming it; nothing is sent or written', async () => {
+    const { producer, journal } = setup();
+    await producer.start();
+    const before = journal.events.length;
+    const err = await producer
+      .transact({ topic: 'orders_tx', body: 'x' }, 'not a function' as unknown as () => Promise<number>)
+      .catch((e: unknown) => e);
+    expect(err).toBeInstanceOf(InvalidOptionError);
+    expect(err).toMatchObject({ code: 'INVALID_OPTION', retriable: false, option: 'work' });
+    expect((err as Error).message).toBe(
+      'Invalid option work: got "not a function"; expected a function (manager, { txId, eventIds }) => Promise',
+    );
     expect(journal.events.length).toBe(before);
   });
 

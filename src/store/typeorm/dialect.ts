@@ -2,7 +2,17 @@ import type { DataSource, QueryRunner } from 'typeorm';
 import { InvalidOptionError } from '../../errors';
 
 export type DbErrorKind =
-  'DUPLICATE_KEY' | 'LOCK_WAIT_TIMEOUT' | 'DEADLOCK' | 'ACCESS_DENIED' | 'NO_SUCH_TABLE' | 'OTHER';
+  | 'DUPLICATE_KEY'
+  | 'LOCK_WAIT_TIMEOUT'
+  | 'DEADLOCK'
+  /** Lost, refused or reset, the server shutting down, too many connections: transient. */
+  | 'CONNECTION'
+  /** A refused login, database, table or column privilege. */
+  | 'ACCESS_DENIED'
+  | 'NO_SUCH_TABLE'
+  /** The schema or the statement is wrong: unknown column or database, syntax error. */
+  | 'SCHEMA'
+  | 'OTHER';
 
 /** What the server refused: a privilege on a table (and the column, for a column-level check). */
 export interface AccessDenied {
@@ -61,6 +71,35 @@ function mysqlAccessDenied(err: unknown): AccessDenied | undefined {
   return undefined;
 }
 
+// mysql2's socket-level codes, then the server's "too many connections", "server shutdown" and
+// MariaDB's "connection killed" (errno 1040, 1203, 1053, 1927).
+const CONNECTION_CODES = new Set([
+  'PROTOCOL_CONNECTION_LOST',
+  'PROTOCOL_SEQUENCE_TIMEOUT',
+  'ECONNREFUSED',
+  'ECONNRESET',
+  'ETIMEDOUT',
+  'EPIPE',
+  'EHOSTUNREACH',
+  'ENETUNREACH',
+  'EAI_AGAIN',
+  'ER_CON_COUNT_ERROR',
+  'ER_TOO_MANY_USER_CONNECTIONS',
+  'ER_SERVER_SHUTDOWN',
+  'ER_CONNECTION_KILLED',
+]);
+const CONNECTION_ERRNOS = new Set([1040, 1203, 1053, 1927]);
+// Unknown column, syntax error, unknown database, no database selected.
+const SCHEMA_CODES = new Set(['ER_BAD_FIELD_ERROR', 'ER_PARSE_ERROR', 'ER_BAD_DB_ERROR', 'ER_NO_DB_ERROR']);
+const SCHEMA_ERRNOS = new Set([1054, 1064, 1049, 1046]);
+// A refused login or database (the table and column refusals are read by mysqlAccessDenied).
+const ACCESS_CODES = new Set(['ER_ACCESS_DENIED_ERROR', 'ER_DBACCESS_DENIED_ERROR']);
+const ACCESS_ERRNOS = new Set([1045, 1044]);
+
+function isIn(codes: Set<string>, errnos: Set<number>, code: unknown, errno: unknown): boolean {
+  return (typeof code === 'string' && codes.has(code)) || (typeof errno === 'number' && errnos.has(errno));
+}
+
 export const mysqlDialect: Dialect = {
   name: 'mysql',
   placeholder: () => '?',
@@ -71,7 +110,9 @@ export const mysqlDialect: Dialect = {
     if (code === 'ER_LOCK_WAIT_TIMEOUT' || errno === 1205) return 'LOCK_WAIT_TIMEOUT';
     if (code === 'ER_LOCK_DEADLOCK' || errno === 1213) return 'DEADLOCK';
     if (code === 'ER_NO_SUCH_TABLE' || errno === 1146) return 'NO_SUCH_TABLE';
-    if (mysqlAccessDenied(err)) return 'ACCESS_DENIED';
+    if (mysqlAccessDenied(err) || isIn(ACCESS_CODES, ACCESS_ERRNOS, code, errno)) return 'ACCESS_DENIED';
+    if (isIn(CONNECTION_CODES, CONNECTION_ERRNOS, code, errno)) return 'CONNECTION';
+    if (isIn(SCHEMA_CODES, SCHEMA_ERRNOS, code, errno)) return 'SCHEMA';
     return 'OTHER';
   },
   accessDenied: mysqlAccessDenied,
@@ -92,12 +133,31 @@ export const mysqlDialect: Dialect = {
   },
 };
 
-/** Whether err came from the database driver (TypeORM's QueryFailedError, or a driver error itself). */
 /** A deadlock victim or a lock-wait timeout: the statement or transaction may simply run again. */
 export function isLockVictim(kind: DbErrorKind): boolean {
   return kind === 'DEADLOCK' || kind === 'LOCK_WAIT_TIMEOUT';
 }
 
+/**
+ * Whether running the same statement again can succeed: yes after a lost connection or as a lock
+ * victim, no against a wrong schema or a refused privilege; undefined when the kind does not say.
+ */
+export function isRetriableKind(kind: DbErrorKind): boolean | undefined {
+  switch (kind) {
+    case 'CONNECTION':
+    case 'LOCK_WAIT_TIMEOUT':
+    case 'DEADLOCK':
+      return true;
+    case 'ACCESS_DENIED':
+    case 'NO_SUCH_TABLE':
+    case 'SCHEMA':
+      return false;
+    default:
+      return undefined;
+  }
+}
+
+/** Whether err came from the database driver (TypeORM's QueryFailedError, or a driver error itself). */
 export function isDatabaseError(err: unknown): boolean {
   if (typeof err !== 'object' || err === null) return false;
   if ((err as { driverError?: unknown }).driverError !== undefined) return true;
