@@ -9,6 +9,8 @@ import * as path from 'node:path';
 import { ENDPOINTS } from '../helpers/env';
 import { runKillScenario, type KillReport } from '../helpers/killScenario';
 
+import { withEnv } from '../helpers/withEnv';
+
 import * as rocketmq from '../../scripts/rocketmq';
 
 const KILLS = Number(process.env.KILL_TEST_KILLS ?? 20);
@@ -31,19 +33,7 @@ function print(title: string, r: KillReport): void {
   );
 }
 
-/** The scripts module reads its env per call: set the second broker's variables around each call. */
-async function withLowMaxEnv<T>(fn: () => Promise<T>): Promise<T> {
-  const saved = Object.fromEntries(Object.keys(LOW_MAX_ENV).map((k) => [k, process.env[k]]));
-  Object.assign(process.env, LOW_MAX_ENV);
-  try {
-    return await fn();
-  } finally {
-    for (const [k, v] of Object.entries(saved)) {
-      if (v === undefined) delete process.env[k];
-      else process.env[k] = v;
-    }
-  }
-}
+const withLowMaxEnv = <T>(fn: () => Promise<T>): Promise<T> => withEnv(LOW_MAX_ENV, fn);
 
 describe('producers only, instances SIGKILLed at random: nothing lost, nothing invented', () => {
   it(`test broker timing (check max 5): ${KILLS} kills`, async () => {

@@ -31,6 +31,8 @@ import { DB_URL, waitFor } from '../helpers/env';
 import { makeProducer } from '../helpers/producer';
 import { makeRelay } from '../helpers/relay';
 
+import { withEnv } from '../helpers/withEnv';
+
 import * as rocketmq from '../../scripts/rocketmq';
 
 const REPO = path.resolve(__dirname, '../..');
@@ -50,19 +52,7 @@ const SENSITIVE = `SENSITIVE-BODY-${RUN}-do-not-log`;
 const DB_USER = 'rmqtx_sec_test';
 const DB_PASSWORD = `DbPw-${RUN}-x9Q`;
 
-/** The scripts module reads its env per call: set the secure broker's variables around each call. */
-async function withSecureEnv<T>(fn: () => Promise<T>): Promise<T> {
-  const saved = Object.fromEntries(Object.keys(SECURE_ENV).map((k) => [k, process.env[k]]));
-  Object.assign(process.env, SECURE_ENV);
-  try {
-    return await fn();
-  } finally {
-    for (const [k, v] of Object.entries(saved)) {
-      if (v === undefined) delete process.env[k];
-      else process.env[k] = v;
-    }
-  }
-}
+const withSecureEnv = <T>(fn: () => Promise<T>): Promise<T> => withEnv(SECURE_ENV, fn);
 
 /** A pino-shaped logger that keeps every line of every level (fields rendered in full). */
 function capturingLogger(lines: string[]) {

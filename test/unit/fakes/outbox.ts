@@ -36,17 +36,7 @@ export class FakeOutboxStore implements OutboxStore {
     );
     return due.slice(0, limit).map((r) => {
       r.dueAt = this.now + leaseMs;
-      return {
-        eventId: r.eventId,
-        txId: r.txId,
-        topic: r.topic,
-        ...(r.tag !== undefined ? { tag: r.tag } : {}),
-        keys: [...r.keys],
-        properties: { ...r.properties },
-        body: r.body,
-        ...(r.aggregateId ? { aggregateId: r.aggregateId } : {}),
-        attempts: r.attempts,
-      };
+      return claimed(r);
     });
   }
   async markSent(id: string): Promise<void> {
@@ -68,16 +58,7 @@ export class FakeOutboxStore implements OutboxStore {
     return due.slice(0, limit).map((r) => {
       r.leaseUntil = this.now + leaseMs;
       r.owner = owner;
-      return {
-        eventId: r.eventId,
-        txId: r.txId,
-        topic: r.topic,
-        ...(r.tag !== undefined ? { tag: r.tag } : {}),
-        keys: [...r.keys],
-        properties: { ...r.properties },
-        body: r.body,
-        attempts: r.attempts,
-      };
+      return claimed(r);
     });
   }
   async releaseUnconfirmed(id: string, owner: string, error: string, retryInMs: number): Promise<void> {
@@ -109,4 +90,19 @@ export class FakeOutboxStore implements OutboxStore {
     }
     return n;
   }
+}
+
+/** A row as a claim returns it (a copy). */
+function claimed(r: NewOutboxEvent & { attempts: number }): ClaimedOutboxEvent {
+  return {
+    eventId: r.eventId,
+    txId: r.txId,
+    topic: r.topic,
+    ...(r.tag !== undefined ? { tag: r.tag } : {}),
+    keys: [...r.keys],
+    properties: { ...r.properties },
+    body: r.body,
+    ...(r.aggregateId ? { aggregateId: r.aggregateId } : {}),
+    attempts: r.attempts,
+  };
 }
