@@ -168,3 +168,12 @@ export {
   CreateConsumedEvent1764633700000,
   CreateAggregateCursor1764633800000,
 } from './store/typeorm/consumerMigrations';
+export { runDoctor } from './doctor/runDoctor';
+export type { DoctorOptions, DoctorBrokerOptions, DoctorThresholds } from './doctor/options';
+export {
+  DOCTOR_GROUPS,
+  type DoctorReport,
+  type DoctorCheck,
+  type DoctorStatus,
+  type DoctorGroup,
+} from './doctor/report';

@@ -27,6 +27,10 @@ const COMMANDS: Record<string, { summary: string; load: () => Promise<Command> }
     summary: 'move old SENT outbox rows to outbox_event_archive, purge settled rows (bounded batches)',
     load: () => import('./archive').then((m) => m.archiveCommand),
   },
+  doctor: {
+    summary: 'production checklist against the live database and broker (exit 0 pass, 1 warn, 2 fail)',
+    load: () => import('./doctor').then((m) => m.doctorCommand),
+  },
 };
 
 export const EXIT_OK = 0;

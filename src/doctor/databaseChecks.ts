@@ -1,0 +1,237 @@
+import type { DataSource } from 'typeorm';
+import type { StatusReport } from '../observability/status';
+import type { ResolvedDoctorOptions } from './options';
+import { check, formatDuration, type DoctorCheck } from './report';
+
+/** The broker's check-back horizon: after it a half message nobody answered is discarded. */
+export function brokerHorizonMs(
+  o: Pick<ResolvedDoctorOptions, 'brokerTxTimeoutMs' | 'brokerCheckMax' | 'brokerCheckIntervalMs'>,
+): number {
+  return o.brokerTxTimeoutMs + o.brokerCheckMax * o.brokerCheckIntervalMs;
+}
+
+export function horizonText(o: Parameters<typeof brokerHorizonMs>[0]): string {
+  return (
+    `broker check horizon ${formatDuration(brokerHorizonMs(o))} ` +
+    `(${o.brokerTxTimeoutMs} ms + ${o.brokerCheckMax} x ${o.brokerCheckIntervalMs} ms)`
+  );
+}
+
+/** Isolation level and the server's lock-wait timeout. */
+export function settingsChecks(
+  measured: { isolation: string; lockWaitSeconds: number },
+  o: ResolvedDoctorOptions,
+): DoctorCheck[] {
+  const level = measured.isolation.toUpperCase().replace(/[ _]/g, '-');
+  const isolation =
+    level === 'REPEATABLE-READ' || level === 'READ-COMMITTED'
+      ? check('database settings', 'db.isolation', 'pass', level, {
+          threshold: 'REPEATABLE-READ or READ-COMMITTED',
+        })
+      : level === 'SERIALIZABLE'
+        ? check('database settings', 'db.isolation', 'warn', level, {
+            threshold: 'REPEATABLE-READ or READ-COMMITTED',
+            advice:
+              'plain reads become locking reads: more lock waits and deadlocks on tx_record/outbox_event; ' +
+              'set transaction_isolation = REPEATABLE-READ (the InnoDB default)',
+          })
+        : check('database settings', 'db.isolation', 'fail', level, {
+            threshold: 'REPEATABLE-READ or READ-COMMITTED',
+            advice:
+              'READ-UNCOMMITTED lets the check-back read an uncommitted tx_record row and answer COMMIT for a ' +
+              'transaction that may still roll back: set transaction_isolation = REPEATABLE-READ',
+          });
+
+  const horizon = brokerHorizonMs(o);
+  const serverMs = measured.lockWaitSeconds * 1000;
+  const fenceSeconds = Math.max(1, Math.ceil(o.lockWaitTimeoutMs / 1000));
+  const value =
+    `innodb_lock_wait_timeout ${measured.lockWaitSeconds} s; the fence sets ${fenceSeconds} s for its own ` +
+    `statement (checkBack.lockWaitTimeoutMs ${o.lockWaitTimeoutMs} ms, whole seconds)`;
+  const lockWait =
+    serverMs < horizon
+      ? check('database settings', 'db.lock-wait-timeout', 'pass', value, {
+          threshold: `< ${horizonText(o)}`,
+        })
+      : check('database settings', 'db.lock-wait-timeout', 'warn', value, {
+          threshold: `< ${horizonText(o)}`,
+          advice:
+            'a business transaction that waits this long on a lock keeps its tx_record row uncommitted past the ' +
+            "broker's last check-back: the half message is discarded and the event waits for the discard " +
+            'horizon; lower innodb_lock_wait_timeout (e.g. 10) or keep transactions short',
+        });
+  return [isolation, lockWait];
+}
+
+/** Backlog, oldest undelivered age and DEAD rows, from collectStatus. */
+export function outboxChecks(s: StatusReport, o: ResolvedDoctorOptions): DoctorCheck[] {
+  const newRows = s.outbox.byStatus.NEW;
+  const worstTopic = (pick: (c: StatusReport['outbox']) => number | null) => {
+    let best: { topic: string; v: number } | undefined;
+    for (const [topic, c] of Object.entries(s.outbox.byTopic)) {
+      const v = pick(c as StatusReport['outbox']);
+      if (v !== null && v > 0 && (!best || v > best.v)) best = { topic, v };
+    }
+    return best ? ` (most: ${best.topic})` : '';
+  };
+  const backlog = check(
+    'outbox',
+    'outbox.backlog',
+    newRows > o.maxBacklog ? 'warn' : 'pass',
+    `${newRows} NEW row${newRows === 1 ? '' : 's'}${newRows > 0 ? worstTopic((c) => c.byStatus.NEW) : ''}`,
+    {
+      threshold: `<= ${o.maxBacklog}`,
+      advice:
+        newRows > o.maxBacklog
+          ? 'the relay is behind or not running: check `rocketmq-tx relay` processes and their progress lines; ' +
+            'add relays or raise --batch-size'
+          : '',
+    },
+  );
+  const age = s.outbox.oldestUndeliveredAgeMs;
+  const undelivered = check(
+    'outbox',
+    'outbox.oldest-undelivered',
+    age !== null && age > o.maxUndeliveredAgeMs ? 'fail' : 'pass',
+    age === null
+      ? 'nothing undelivered'
+      : `${formatDuration(age)} (${s.outbox.undelivered} undelivered)${worstTopic((c) => c.oldestUndeliveredAgeMs)}`,
+    {
+      threshold: `<= ${formatDuration(o.maxUndeliveredAgeMs)}`,
+      advice:
+        age !== null && age > o.maxUndeliveredAgeMs
+          ? 'a committed event is stuck: is a relay running for its topic (rocketmq-tx relay --topics ...), ' +
+            'and discard recovery on? `rocketmq-tx status` shows which topic'
+          : '',
+    },
+  );
+  const deadRows = s.outbox.dead;
+  const dead = check(
+    'outbox',
+    'outbox.dead',
+    deadRows > o.maxDead ? 'fail' : 'pass',
+    `${deadRows} DEAD row${deadRows === 1 ? '' : 's'}${deadRows > 0 ? worstTopic((c) => c.byStatus.DEAD) : ''}`,
+    {
+      threshold: `<= ${o.maxDead}`,
+      advice:
+        deadRows > o.maxDead
+          ? 'the relay gave up on these events: `rocketmq-tx dead-letter list`, fix the cause, then ' +
+            '`rocketmq-tx dead-letter replay --event-id ...`'
+          : '',
+    },
+  );
+  return [backlog, undelivered, dead];
+}
+
+/** Committed transactions whose broker commit is unconfirmed, against the check horizon. */
+export function inDoubtCheck(s: StatusReport, o: ResolvedDoctorOptions): DoctorCheck {
+  const horizon = brokerHorizonMs(o);
+  const failAfter = o.discardHorizonMs + 5 * 60_000;
+  const age = s.inDoubt.oldestAgeMs;
+  const value =
+    age === null
+      ? 'none'
+      : `${s.inDoubt.transactions} transaction${s.inDoubt.transactions === 1 ? '' : 's'}, oldest ${formatDuration(age)}`;
+  const threshold = `warn > ${formatDuration(horizon)} (broker horizon), fail > ${formatDuration(failAfter)} (discard horizon + 5 min)`;
+  if (age !== null && age > failAfter) {
+    return check('in-doubt transactions', 'tx.in-doubt', 'fail', value, {
+      threshold,
+      advice:
+        "nothing republished them after the discard horizon: keep the producer's discardRecovery on, or run " +
+        '`rocketmq-tx relay` with discard reconciliation (not --no-discard-reconcile)',
+    });
+  }
+  if (age !== null && age > horizon) {
+    return check('in-doubt transactions', 'tx.in-doubt', 'warn', value, {
+      threshold,
+      advice:
+        'the broker has stopped checking them (producer down or check-backs unanswered); they are republished at ' +
+        'the discard horizon: check the producers are running and answering check-backs',
+    });
+  }
+  return check('in-doubt transactions', 'tx.in-doubt', 'pass', value, { threshold });
+}
+
+/** Age of the oldest SENT row against the retention the user states. */
+export function retentionCheck(oldestSentAgeMs: number | null, o: ResolvedDoctorOptions): DoctorCheck {
+  if (o.retentionMs === undefined) {
+    return check(
+      'retention',
+      'retention.oldest-sent',
+      'skip',
+      oldestSentAgeMs === null ? 'no SENT rows' : `oldest SENT ${formatDuration(oldestSentAgeMs)}`,
+      {
+        advice: 'give your retention (--retention 7d) to check that archival keeps up',
+      },
+    );
+  }
+  const limit = o.retentionMs + o.retentionGraceMs;
+  const value = oldestSentAgeMs === null ? 'no SENT rows' : `oldest SENT ${formatDuration(oldestSentAgeMs)}`;
+  const threshold = `<= ${formatDuration(limit)} (retention ${formatDuration(o.retentionMs)} + grace ${formatDuration(o.retentionGraceMs)})`;
+  if (oldestSentAgeMs !== null && oldestSentAgeMs > limit) {
+    return check('retention', 'retention.oldest-sent', 'warn', value, {
+      threshold,
+      advice:
+        'archival is not keeping up: schedule `rocketmq-tx archive --older-than <retention>` (or --purge), ' +
+        'and check it ends without errors',
+    });
+  }
+  return check('retention', 'retention.oldest-sent', 'pass', value, { threshold });
+}
+
+export const CLOCK_WARN_MS = 1000;
+export const CLOCK_FAIL_MS = 30_000;
+
+/** Skew between this host and the database, minus half the round trip (what it could be off by). */
+export function clockCheck(measured: { skewMs: number; rttMs: number }): DoctorCheck {
+  const uncertainty = measured.rttMs / 2;
+  const skew = Math.max(0, Math.abs(measured.skewMs) - uncertainty);
+  const ahead = measured.skewMs > 0 ? 'database ahead' : 'database behind';
+  const value = `${formatDuration(Math.abs(measured.skewMs))} ${ahead} (± ${formatDuration(uncertainty)})`;
+  const threshold = `warn > ${formatDuration(CLOCK_WARN_MS)}, fail > ${formatDuration(CLOCK_FAIL_MS)}`;
+  const advice =
+    'run NTP (chrony) on this host and the database host: ages and leases are computed on the database ' +
+    'clock while timeouts run on this one';
+  if (skew > CLOCK_FAIL_MS) return check('clock', 'clock.skew', 'fail', value, { threshold, advice });
+  if (skew > CLOCK_WARN_MS) return check('clock', 'clock.skew', 'warn', value, { threshold, advice });
+  return check('clock', 'clock.skew', 'pass', value, { threshold });
+}
+
+/** The measurements behind the checks above (one short statement each; no locks). */
+export async function readIsolation(ds: DataSource): Promise<string> {
+  // MySQL 8 removed tx_isolation; MariaDB before 11.1 has only tx_isolation.
+  for (const v of ['@@SESSION.transaction_isolation', '@@SESSION.tx_isolation']) {
+    try {
+      const rows = (await ds.query(`SELECT ${v} AS v`)) as Array<{ v: unknown }>;
+      if (rows[0]?.v !== undefined && rows[0].v !== null) return String(rows[0].v);
+    } catch {
+      // Unknown system variable: try the other spelling.
+    }
+  }
+  throw new Error('neither transaction_isolation nor tx_isolation could be read');
+}
+
+export async function readLockWaitSeconds(ds: DataSource): Promise<number> {
+  const rows = (await ds.query('SELECT @@GLOBAL.innodb_lock_wait_timeout AS v')) as Array<{ v: unknown }>;
+  return Number(rows[0]?.v);
+}
+
+/** SENT rows' next_attempt_at is at most one lease before their publish (the index Retention reads too). */
+export async function readOldestSentAgeMs(ds: DataSource): Promise<number | null> {
+  const rows = (await ds.query(
+    "SELECT TIMESTAMPDIFF(MICROSECOND, MIN(next_attempt_at), CURRENT_TIMESTAMP(3)) AS us FROM outbox_event WHERE status = 'SENT'",
+  )) as Array<{ us: unknown }>;
+  const us = rows[0]?.us;
+  return us === null || us === undefined ? null : Math.max(0, Math.floor(Number(us) / 1000));
+}
+
+export async function readClock(
+  ds: DataSource,
+  now: () => number = Date.now,
+): Promise<{ skewMs: number; rttMs: number }> {
+  const before = now();
+  const rows = (await ds.query('SELECT UNIX_TIMESTAMP(CURRENT_TIMESTAMP(3)) AS t')) as Array<{ t: unknown }>;
+  const after = now();
+  const dbMs = Number(rows[0]?.t) * 1000;
+  return { skewMs: Math.round(dbMs - (before + after) / 2), rttMs: after - before };
+}

@@ -1,0 +1,225 @@
+import type { DataSource } from 'typeorm';
+import { InvalidOptionError } from '../errors';
+import { GRANT_COMPONENTS, type GrantComponent } from '../store/typeorm/grants';
+import {
+  optionalCredentials,
+  requireDataSource,
+  requireEndpoints,
+  requireResourceName,
+  resolveTls,
+  type Credentials,
+  type TlsOption,
+} from '../util/clientOptions';
+import { noopLogger, type Logger } from '../util/logger';
+import {
+  optionalBoolean,
+  optionalFunctionsOf,
+  optionalInt,
+  optionalObject,
+  optionalString,
+  rejectUnknownKeys,
+} from '../util/validate';
+
+const MINUTE = 60_000;
+const HOUR = 60 * MINUTE;
+const DAY = 24 * HOUR;
+
+/** The broker to check; the same connection options as the producer's. */
+export interface DoctorBrokerOptions {
+  endpoints: string;
+  namespace?: string;
+  credentials?: Credentials;
+  tls?: TlsOption;
+  /** Per-RPC timeout of the route queries. Default 3000 ms. */
+  requestTimeoutMs?: number;
+}
+
+/** Limits of the database checks; each has a default (docs/doctor.md). */
+export interface DoctorThresholds {
+  /** NEW outbox rows (waiting for the relay) above which the backlog warns. Default 1000. */
+  maxBacklog?: number;
+  /** Age of the oldest undelivered (NEW or IN_FLIGHT) event above which it fails. Default discardHorizonMs + 10 min. */
+  maxUndeliveredAgeMs?: number;
+  /** DEAD outbox rows above which it fails. Default 0. */
+  maxDead?: number;
+  /** Your retention (what `rocketmq-tx archive --older-than` uses); without it the retention check is skipped. */
+  retentionMs?: number;
+  /** How far past `retentionMs` the oldest SENT row may be before it warns (archival runs periodically). Default 1 day. */
+  retentionGraceMs?: number;
+}
+
+export interface DoctorOptions {
+  /** Your initialized DataSource (mysql or mariadb), connected as the user to check. Without it the database checks are skipped. */
+  dataSource?: DataSource;
+  /** The components this database user runs (its grants are compared with theirs). Without it the grants checks are skipped. */
+  components?: readonly GrantComponent[];
+  /** true: outbox_event_archive must exist (you run Retention.archive). Default: checked only when it exists. */
+  archive?: boolean;
+  /** Without it the broker checks are skipped. */
+  broker?: DoctorBrokerOptions;
+  /** Topics sent with delivery 'transactional': must be TRANSACTION topics. */
+  transactionTopics?: readonly string[];
+  /** Topics delivered only through the outbox and relay: NORMAL topics (FIFO ones in fifoTopics). */
+  outboxTopics?: readonly string[];
+  /** FIFO topics (outbox delivery; transactional messages cannot be FIFO). */
+  fifoTopics?: readonly string[];
+  /** The producer's `outboxFallback`. Default false. */
+  outboxFallback?: boolean;
+  /** The producer's `checkBack.lockWaitTimeoutMs`. Default 2000. */
+  lockWaitTimeoutMs?: number;
+  /** The relay's / producer's discard horizon. Default 20 min. */
+  discardHorizonMs?: number;
+  /** The broker's transactionCheckInterval as you configured it. Default 30000 (RocketMQ's). */
+  brokerCheckIntervalMs?: number;
+  /** The broker's transactionCheckMax. Default 15. */
+  brokerCheckMax?: number;
+  /** The broker's transactionTimeOut. Default 6000. */
+  brokerTxTimeoutMs?: number;
+  thresholds?: DoctorThresholds;
+  /** Called before each group of checks ("checking the schema"), e.g. to print progress. */
+  onProgress?: (message: string) => void;
+  logger?: Logger;
+}
+
+export interface ResolvedDoctorOptions {
+  dataSource: DataSource | undefined;
+  components: GrantComponent[];
+  archive: boolean | undefined;
+  broker:
+    | {
+        endpoints: string;
+        namespace: string;
+        credentials?: Credentials;
+        sslEnabled: boolean;
+        tlsCa?: Buffer;
+        requestTimeoutMs: number;
+      }
+    | undefined;
+  transactionTopics: string[];
+  outboxTopics: string[];
+  fifoTopics: string[];
+  outboxFallback: boolean;
+  lockWaitTimeoutMs: number;
+  discardHorizonMs: number;
+  brokerCheckIntervalMs: number;
+  brokerCheckMax: number;
+  brokerTxTimeoutMs: number;
+  maxBacklog: number;
+  maxUndeliveredAgeMs: number;
+  maxDead: number;
+  retentionMs: number | undefined;
+  retentionGraceMs: number;
+  onProgress: (message: string) => void;
+  logger: Logger;
+}
+
+const KEYS = [
+  'dataSource',
+  'components',
+  'archive',
+  'broker',
+  'transactionTopics',
+  'outboxTopics',
+  'fifoTopics',
+  'outboxFallback',
+  'lockWaitTimeoutMs',
+  'discardHorizonMs',
+  'brokerCheckIntervalMs',
+  'brokerCheckMax',
+  'brokerTxTimeoutMs',
+  'thresholds',
+  'onProgress',
+  'logger',
+];
+
+function topicList(option: string, value: unknown): string[] {
+  if (value === undefined) return [];
+  if (!Array.isArray(value) || value.length > 100) {
+    throw new InvalidOptionError(option, value, 'an array of at most 100 topic names');
+  }
+  return [...new Set(value.map((v: unknown, i: number) => requireResourceName(`${option}[${i}]`, v)))];
+}
+
+function components(value: unknown): GrantComponent[] {
+  if (value === undefined) return [];
+  if (!Array.isArray(value)) {
+    throw new InvalidOptionError('components', value, `an array of ${GRANT_COMPONENTS.join(', ')}`);
+  }
+  return [
+    ...new Set(
+      value.map((v: unknown, i: number) => {
+        if (typeof v !== 'string' || !(GRANT_COMPONENTS as readonly string[]).includes(v)) {
+          throw new InvalidOptionError(`components[${i}]`, v, `one of ${GRANT_COMPONENTS.join(', ')}`);
+        }
+        return v as GrantComponent;
+      }),
+    ),
+  ];
+}
+
+function broker(value: unknown): ResolvedDoctorOptions['broker'] {
+  if (value === undefined) return undefined;
+  const b = optionalObject('broker', value);
+  rejectUnknownKeys('broker', b, ['endpoints', 'namespace', 'credentials', 'tls', 'requestTimeoutMs']);
+  const tls = resolveTls(b.tls, undefined);
+  const credentials = optionalCredentials(b.credentials);
+  const namespace = optionalString('broker.namespace', b.namespace, '');
+  if (namespace !== '') requireResourceName('broker.namespace', namespace);
+  return {
+    endpoints: requireEndpoints(b.endpoints),
+    namespace,
+    ...(credentials ? { credentials } : {}),
+    sslEnabled: tls.sslEnabled,
+    ...(tls.tlsCa ? { tlsCa: tls.tlsCa } : {}),
+    requestTimeoutMs: optionalInt('broker.requestTimeoutMs', b.requestTimeoutMs, 3000, 100, 60_000),
+  };
+}
+
+/** Validates every option; throws InvalidOptionError naming the first bad one. */
+export function resolveDoctorOptions(options: unknown): ResolvedDoctorOptions {
+  const o = optionalObject('options', options);
+  rejectUnknownKeys('options', o, KEYS);
+  const t = optionalObject('thresholds', o.thresholds);
+  rejectUnknownKeys('thresholds', t, [
+    'maxBacklog',
+    'maxUndeliveredAgeMs',
+    'maxDead',
+    'retentionMs',
+    'retentionGraceMs',
+  ]);
+  const discardHorizonMs = optionalInt('discardHorizonMs', o.discardHorizonMs, 20 * MINUTE, 1000, 7 * DAY);
+  if (o.onProgress !== undefined && typeof o.onProgress !== 'function') {
+    throw new InvalidOptionError('onProgress', o.onProgress, 'a function');
+  }
+  return {
+    dataSource: o.dataSource === undefined ? undefined : requireDataSource(o.dataSource),
+    components: components(o.components),
+    archive: o.archive === undefined ? undefined : optionalBoolean('archive', o.archive, false),
+    broker: broker(o.broker),
+    transactionTopics: topicList('transactionTopics', o.transactionTopics),
+    outboxTopics: topicList('outboxTopics', o.outboxTopics),
+    fifoTopics: topicList('fifoTopics', o.fifoTopics),
+    outboxFallback: optionalBoolean('outboxFallback', o.outboxFallback, false),
+    lockWaitTimeoutMs: optionalInt('lockWaitTimeoutMs', o.lockWaitTimeoutMs, 2000, 1, 60_000),
+    discardHorizonMs,
+    brokerCheckIntervalMs: optionalInt('brokerCheckIntervalMs', o.brokerCheckIntervalMs, 30_000, 100, DAY),
+    brokerCheckMax: optionalInt('brokerCheckMax', o.brokerCheckMax, 15, 1, 1000),
+    brokerTxTimeoutMs: optionalInt('brokerTxTimeoutMs', o.brokerTxTimeoutMs, 6000, 100, DAY),
+    maxBacklog: optionalInt('thresholds.maxBacklog', t.maxBacklog, 1000, 0, 1_000_000_000),
+    maxUndeliveredAgeMs: optionalInt(
+      'thresholds.maxUndeliveredAgeMs',
+      t.maxUndeliveredAgeMs,
+      discardHorizonMs + 10 * MINUTE,
+      1000,
+      30 * DAY,
+    ),
+    maxDead: optionalInt('thresholds.maxDead', t.maxDead, 0, 0, 1_000_000_000),
+    retentionMs:
+      t.retentionMs === undefined
+        ? undefined
+        : optionalInt('thresholds.retentionMs', t.retentionMs, 0, MINUTE, 3650 * DAY),
+    retentionGraceMs: optionalInt('thresholds.retentionGraceMs', t.retentionGraceMs, DAY, 0, 365 * DAY),
+    onProgress: (o.onProgress as ((message: string) => void) | undefined) ?? (() => undefined),
+    logger: optionalFunctionsOf<Logger>('logger', o.logger, ['debug', 'info', 'warn', 'error']) ?? noopLogger,
+  };
+}
