@@ -174,7 +174,7 @@ export function optionChecks(o: ResolvedDoctorOptions): DoctorCheck[] {
           `raise discardHorizonMs / --discard-horizon above ${formatDuration(horizon + margin)}`,
       }),
     );
-  } else if (o.discardHorizonMs < horizon + margin) {
+  } else if (o.discardHorizonMs <= horizon + margin) {
     out.push(
       check('options', 'options.discard-horizon', 'warn', dh, {
         threshold: dhThreshold,

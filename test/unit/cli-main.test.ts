@@ -31,7 +31,7 @@ describe('rocketmq-tx command line (no services)', () => {
     expect((await run([])).code).toBe(2);
   });
 
-  it.each(['status', 'relay', 'reconcile', 'archive', 'dead-letter'])(
+  it.each(['status', 'relay', 'reconcile', 'archive', 'dead-letter', 'doctor'])(
     '%s --help lists its flags',
     async (cmd) => {
       const r = await run([cmd, '--help']);
