@@ -1,0 +1,341 @@
+import { spawn } from 'node:child_process';
+import { randomBytes } from 'node:crypto';
+import { rmSync } from 'node:fs';
+import * as net from 'node:net';
+import { join, resolve } from 'node:path';
+import 'reflect-metadata';
+import { DataSource } from 'typeorm';
+import {
+  rocketMqTxArchiveMigrations,
+  rocketMqTxGrants,
+  rocketMqTxMigrations,
+  uuidv7,
+  type DoctorCheck,
+  type DoctorReport,
+} from '../../src';
+import { DB_URL, ENDPOINTS } from '../helpers/env';
+
+// `rocketmq-tx doctor` as a child process (compiled once, as `npm run build` ships it) against
+// the real MariaDB and broker: a healthy scratch database passes, then one thing at a time is
+// broken and exactly the check for it fails (or warns), with the matching exit code.
+const ROOT = resolve(__dirname, '..', '..');
+const RUN = `${process.pid}`;
+const SCRATCH = `rmqtx_scratch_doctor_${RUN}`;
+const TX = 'rmqtx_tx_0';
+const NORMAL = 'rmqtx_normal_0';
+const FIFO = 'rmqtx_fifo_0';
+const HOSTS = ['127.0.0.1', 'localhost'];
+const PASSWORD = randomBytes(12).toString('hex');
+const BUILD = join(ROOT, 'node_modules', '.cache', `rmqtx-doctor-test-${process.pid}`);
+const TOPIC_FLAGS = ['--transaction-topics', TX, '--outbox-topics', NORMAL, '--fifo-topics', FIFO];
+
+/** Users of the scratch database, each with the grants of a case below. */
+const USERS = {
+  producer: `rmqtx_doc_p_${RUN}`.slice(0, 32),
+  noUpdate: `rmqtx_doc_nu_${RUN}`.slice(0, 32),
+  ddl: `rmqtx_doc_ddl_${RUN}`.slice(0, 32),
+};
+
+function scratchUrl(user?: string): string {
+  const url = new URL(DB_URL);
+  if (user !== undefined) {
+    url.username = user;
+    url.password = PASSWORD;
+  }
+  url.pathname = `/${SCRATCH}`;
+  return url.toString();
+}
+
+function buildCli(): Promise<void> {
+  return new Promise((res, rej) => {
+    const tsc = spawn(
+      process.execPath,
+      [
+        require.resolve('typescript/bin/tsc'),
+        '-p',
+        'tsconfig.build.json',
+        '--outDir',
+        BUILD,
+        '--declaration',
+        'false',
+        '--sourceMap',
+        'false',
+      ],
+      { cwd: ROOT, stdio: ['ignore', 'pipe', 'pipe'] },
+    );
+    let output = '';
+    tsc.stdout!.on('data', (d: Buffer) => (output += d.toString()));
+    tsc.stderr!.on('data', (d: Buffer) => (output += d.toString()));
+    tsc.on('error', rej);
+    tsc.on('close', (code) => (code === 0 ? res() : rej(new Error(`tsc exited ${code}:\n${output}`))));
+  });
+}
+
+interface Result {
+  code: number | null;
+  stdout: string;
+  stderr: string;
+  report: DoctorReport;
+}
+
+/** `rocketmq-tx doctor --json <args>` as `user` (root when undefined) on the scratch database. */
+function doctor(args: string[], user?: string): Promise<Result> {
+  const child = spawn(process.execPath, [join(BUILD, 'cli', 'main.js'), 'doctor', '--json', ...args], {
+    cwd: ROOT,
+    env: { ...process.env, ROCKETMQ_TX_DB_URL: scratchUrl(user), ROCKETMQ_ENDPOINTS: ENDPOINTS },
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
+  let stdout = '';
+  let stderr = '';
+  child.stdout!.on('data', (d: Buffer) => (stdout += d.toString()));
+  child.stderr!.on('data', (d: Buffer) => (stderr += d.toString()));
+  return new Promise((res, rej) =>
+    child.on('close', (code) => {
+      // The DSN password (in the environment) is never printed.
+      if (stdout.includes(PASSWORD) || stderr.includes(PASSWORD)) rej(new Error('password printed'));
+      try {
+        res({ code, stdout, stderr, report: JSON.parse(stdout) as DoctorReport });
+      } catch {
+        rej(new Error(`not JSON (exit ${code}): ${stdout}\n${stderr}`));
+      }
+    }),
+  );
+}
+
+/** Everything that is not a pass or a skip, as `id status`. */
+function problems(r: Result): string[] {
+  return r.report.checks
+    .filter((c) => c.status === 'warn' || c.status === 'fail')
+    .map((c) => `${c.id} ${c.status}`);
+}
+
+function checkOf(r: Result, id: string): DoctorCheck {
+  const c = r.report.checks.find((x) => x.id === id);
+  if (!c) throw new Error(`no check ${id}: ${r.stdout}`);
+  return c;
+}
+
+describe('rocketmq-tx doctor against the real MariaDB and broker', () => {
+  let root: DataSource;
+  let admin: DataSource;
+  const accounts = (user: string) => HOSTS.map((h) => `'${user}'@'${h}'`);
+
+  async function grantTo(user: string, statements: (account: string) => string[]) {
+    for (const account of accounts(user)) {
+      await root.query(`DROP USER IF EXISTS ${account}`);
+      await root.query(`CREATE USER ${account} IDENTIFIED BY '${PASSWORD}'`);
+      for (const s of statements(account)) await root.query(s);
+    }
+  }
+
+  async function insertOutbox(status: 'NEW' | 'IN_FLIGHT' | 'SENT' | 'DEAD', ageSeconds = 0, withTx = false) {
+    const eventId = uuidv7();
+    const txId = uuidv7();
+    const at = `CURRENT_TIMESTAMP(3) - INTERVAL ${ageSeconds} SECOND`;
+    if (withTx) {
+      await admin.query(
+        `INSERT INTO tx_record (tx_id, status, resolved_by, producer_group, topic, event_count, created_at)
+         VALUES (?, 'COMMITTED', 'PRODUCER', 'doctor_it', ?, 1, ${at})`,
+        [txId, TX],
+      );
+    }
+    await admin.query(
+      `INSERT INTO outbox_event (event_id, tx_id, topic, \`keys\`, properties, payload, occurred_at, status,
+         attempts, next_attempt_at, published_at)
+       VALUES (?, ?, ?, '[]', '{}', X'7B7D', ${at}, ?, 0, ${at}, ${status === 'SENT' ? at : 'NULL'})`,
+      [eventId, txId, NORMAL, status],
+    );
+    return eventId;
+  }
+
+  beforeAll(async () => {
+    root = await new DataSource({ type: 'mysql', url: DB_URL, poolSize: 2 }).initialize();
+    await root.query(`DROP DATABASE IF EXISTS ${SCRATCH}`);
+    await root.query(`CREATE DATABASE ${SCRATCH}`);
+    admin = await new DataSource({
+      type: 'mysql',
+      url: scratchUrl(),
+      poolSize: 2,
+      migrations: [...rocketMqTxMigrations, ...rocketMqTxArchiveMigrations],
+      migrationsTableName: 'rocketmq_tx_migrations',
+    }).initialize();
+    await Promise.all([admin.runMigrations({ transaction: 'none' }), buildCli()]);
+    const producer = (account: string) => rocketMqTxGrants('producer', { database: SCRATCH, user: account });
+    await grantTo(USERS.producer, producer);
+    await grantTo(USERS.noUpdate, (a) => [
+      `GRANT SELECT, INSERT, UPDATE ON \`${SCRATCH}\`.\`tx_record\` TO ${a}`,
+      `GRANT SELECT, INSERT ON \`${SCRATCH}\`.\`outbox_event\` TO ${a}`,
+    ]);
+    await grantTo(USERS.ddl, (a) => [
+      ...producer(a),
+      `GRANT DROP, ALTER ON \`${SCRATCH}\`.\`tx_record\` TO ${a}`,
+    ]);
+  });
+
+  afterAll(async () => {
+    if (admin?.isInitialized) await admin.destroy();
+    if (root?.isInitialized) {
+      for (const user of Object.values(USERS)) {
+        for (const account of accounts(user)) await root.query(`DROP USER IF EXISTS ${account}`);
+      }
+      await root.query(`DROP DATABASE IF EXISTS ${SCRATCH}`);
+      await root.destroy();
+    }
+    rmSync(BUILD, { recursive: true, force: true });
+  });
+
+  it('passes a healthy deployment: the producer user with exactly its grants, right topic types (exit 0)', async () => {
+    const r = await doctor([...TOPIC_FLAGS, '--component', 'producer', '--retention', '7d'], USERS.producer);
+    expect(problems(r)).toEqual([]);
+    expect(r.code).toBe(0);
+    expect(r.report).toMatchObject({ status: 'pass', exitCode: 0 });
+    for (const id of [
+      'db.connection',
+      'schema.tx_record',
+      'schema.outbox_event',
+      'grants.tx_record',
+      'grants.outbox_event',
+      'db.isolation',
+      'db.lock-wait-timeout',
+      'outbox.backlog',
+      'outbox.oldest-undelivered',
+      'outbox.dead',
+      'tx.in-doubt',
+      'retention.oldest-sent',
+      'clock.skew',
+      'broker.connection',
+      `broker.topic.${TX}`,
+      `broker.topic.${NORMAL}`,
+      `broker.topic.${FIFO}`,
+      'options.discard-horizon',
+      'options.lock-wait',
+    ]) {
+      expect({ id, status: checkOf(r, id).status }).toEqual({ id, status: 'pass' });
+    }
+    expect(checkOf(r, `broker.topic.${TX}`).value).toMatch(/^message type TRANSACTION/);
+    // Tables this user cannot see and does not use are skipped, not reported missing.
+    expect(checkOf(r, 'schema.consumed_event').status).toBe('skip');
+    expect(r.stderr).toMatch(/doctor: checking broker: 3 topic route\(s\)/);
+    // The deploy account, checked as such: every table including the archive, DDL expected.
+    const deploy = await doctor([...TOPIC_FLAGS, '--component', 'migrations']);
+    expect(problems(deploy)).toEqual([]);
+    expect(checkOf(deploy, 'schema.outbox_event_archive').status).toBe('pass');
+    expect(deploy.code).toBe(0);
+  });
+
+  it('fails schema.outbox_event naming a dropped index (exit 2), and passes once it is back', async () => {
+    await admin.query('DROP INDEX idx_outbox_status_next ON outbox_event');
+    try {
+      const r = await doctor(['--component', 'migrations']);
+      expect(problems(r)).toEqual(['schema.outbox_event fail']);
+      expect(checkOf(r, 'schema.outbox_event').value).toBe(
+        'missing index idx_outbox_status_next (status, next_attempt_at, event_id)',
+      );
+      expect(checkOf(r, 'schema.outbox_event').advice).toMatch(/run the migrations/);
+      expect(r.code).toBe(2);
+    } finally {
+      await admin.query(
+        'CREATE INDEX idx_outbox_status_next ON outbox_event (status, next_attempt_at, event_id)',
+      );
+    }
+    expect((await doctor(['--component', 'migrations'])).code).toBe(0);
+  });
+
+  it('warns on a backlog over --max-backlog (exit 1), fails an old undelivered NEW row (exit 2)', async () => {
+    const id = await insertOutbox('NEW');
+    try {
+      const warn = await doctor(['--component', 'migrations', '--max-backlog', '0']);
+      expect(problems(warn)).toEqual(['outbox.backlog warn']);
+      expect(checkOf(warn, 'outbox.backlog')).toMatchObject({
+        value: `1 NEW row (most: ${NORMAL})`,
+        threshold: '<= 0',
+      });
+      expect(warn.code).toBe(1);
+      await admin.query(
+        'UPDATE outbox_event SET occurred_at = CURRENT_TIMESTAMP(3) - INTERVAL 2 HOUR WHERE event_id = ?',
+        [id],
+      );
+      const fail = await doctor(['--component', 'migrations']);
+      expect(problems(fail)).toEqual(['outbox.oldest-undelivered fail']);
+      expect(checkOf(fail, 'outbox.oldest-undelivered').value).toMatch(/^2 h \(1 undelivered\)/);
+      expect(fail.code).toBe(2);
+    } finally {
+      await admin.query('DELETE FROM outbox_event WHERE event_id = ?', [id]);
+    }
+  });
+
+  it('fails on a DEAD row (exit 2) unless --max-dead allows it', async () => {
+    const id = await insertOutbox('DEAD');
+    try {
+      const r = await doctor(['--component', 'migrations']);
+      expect(problems(r)).toEqual(['outbox.dead fail']);
+      expect(checkOf(r, 'outbox.dead').advice).toMatch(/rocketmq-tx dead-letter list/);
+      expect(r.code).toBe(2);
+      expect((await doctor(['--component', 'migrations', '--max-dead', '1'])).code).toBe(0);
+    } finally {
+      await admin.query('DELETE FROM outbox_event WHERE event_id = ?', [id]);
+    }
+  });
+
+  it('warns on an in-doubt transaction past the broker check horizon, and on archival behind --retention', async () => {
+    const inDoubt = await insertOutbox('IN_FLIGHT', 10 * 60, true); // 10 min > 7.6 min (RocketMQ defaults)
+    const sent = await insertOutbox('SENT', 9 * 86_400);
+    try {
+      const r = await doctor(['--component', 'migrations', '--retention', '7d']);
+      expect(problems(r)).toEqual(['tx.in-doubt warn', 'retention.oldest-sent warn']);
+      expect(checkOf(r, 'tx.in-doubt').value).toMatch(/^1 transaction, oldest 10/);
+      expect(checkOf(r, 'retention.oldest-sent').value).toMatch(/^oldest SENT 9/);
+      expect(r.code).toBe(1);
+    } finally {
+      await admin.query('DELETE FROM outbox_event WHERE event_id IN (?, ?)', [inDoubt, sent]);
+    }
+  });
+
+  it('fails grants naming the missing privilege and table; warns on DDL held by a runtime user', async () => {
+    const missing = await doctor(['--component', 'producer'], USERS.noUpdate);
+    expect(problems(missing)).toEqual(['grants.outbox_event fail']);
+    expect(checkOf(missing, 'grants.outbox_event').value).toMatch(
+      /lacks UPDATE on outbox_event \(has INSERT, SELECT\)$/,
+    );
+    expect(missing.code).toBe(2);
+    const ddl = await doctor(['--component', 'producer'], USERS.ddl);
+    expect(problems(ddl)).toEqual(['grants.tx_record warn']);
+    expect(checkOf(ddl, 'grants.tx_record').value).toMatch(/has DROP, ALTER on tx_record/);
+    expect(ddl.code).toBe(1);
+  });
+
+  it('fails a topic of the wrong message type and an unknown topic (exit 2)', async () => {
+    const unknown = `rmqtx_doctor_nosuch_${RUN}`;
+    const r = await doctor(['--component', 'migrations', '--transaction-topics', `${NORMAL},${unknown}`]);
+    expect(problems(r)).toEqual([`broker.topic.${NORMAL} fail`, `broker.topic.${unknown} fail`]);
+    expect(checkOf(r, `broker.topic.${NORMAL}`)).toMatchObject({
+      value: 'message type NORMAL',
+      threshold: 'exists, message type TRANSACTION, writable',
+    });
+    expect(checkOf(r, `broker.topic.${unknown}`).value).toBe('topic does not exist');
+    expect(r.code).toBe(2);
+  });
+
+  it('fails broker.connection with the typed code when the proxy cannot be reached (exit 2)', async () => {
+    const server = net.createServer();
+    await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
+    const port = (server.address() as net.AddressInfo).port;
+    await new Promise<void>((r) => server.close(() => r()));
+    const r = await doctor([
+      '--component',
+      'migrations',
+      '--transaction-topics',
+      TX,
+      '--endpoints',
+      `127.0.0.1:${port}`,
+      '--request-timeout',
+      '2s',
+    ]);
+    expect(problems(r)).toEqual(['broker.connection fail']);
+    expect(checkOf(r, 'broker.connection').value).toMatch(
+      /^BROKER_UNAVAILABLE: cannot reach the RocketMQ proxy at 127\.0\.0\.1:/,
+    );
+    expect(checkOf(r, `broker.topic.${TX}`).status).toBe('skip');
+    expect(r.code).toBe(2);
+  });
+});
