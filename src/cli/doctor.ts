@@ -24,7 +24,7 @@ import {
   resolveBrokerTarget,
   resolveDbTarget,
 } from './connection';
-import { describeError, maskSecrets, note, printJson, renderTable } from './output';
+import { describeError, maskSecrets, note, printJson, renderTable, stderrLogger } from './output';
 
 const DAY = 86_400_000;
 
@@ -228,6 +228,7 @@ export const doctorCommand: Command = {
           ...options,
           ...(connectError === undefined ? { dataSource: ds } : {}),
           onProgress: progress,
+          logger: stderrLogger(io, boolFlag(parsed.flags, 'verbose')),
         });
       } catch (err) {
         if (err instanceof InvalidOptionError) throw bindings.translate(err) ?? err;
