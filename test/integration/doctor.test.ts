@@ -79,10 +79,10 @@ interface Result {
 }
 
 /** `rocketmq-tx doctor --json <args>` as `user` (root when undefined) on the scratch database. */
-function doctor(args: string[], user?: string): Promise<Result> {
+function doctor(args: string[], user?: string, env: Record<string, string> = {}): Promise<Result> {
   const child = spawn(process.execPath, [join(BUILD, 'cli', 'main.js'), 'doctor', '--json', ...args], {
     cwd: ROOT,
-    env: { ...process.env, ROCKETMQ_TX_DB_URL: scratchUrl(user), ROCKETMQ_ENDPOINTS: ENDPOINTS },
+    env: { ...process.env, ROCKETMQ_TX_DB_URL: scratchUrl(user), ROCKETMQ_ENDPOINTS: ENDPOINTS, ...env },
     stdio: ['ignore', 'pipe', 'pipe'],
   });
   let stdout = '';
@@ -91,8 +91,10 @@ function doctor(args: string[], user?: string): Promise<Result> {
   child.stderr!.on('data', (d: Buffer) => (stderr += d.toString()));
   return new Promise((res, rej) =>
     child.on('close', (code) => {
-      // The DSN password (in the environment) is never printed.
-      if (stdout.includes(PASSWORD) || stderr.includes(PASSWORD)) rej(new Error('password printed'));
+      // The DSN password and the broker secret (in the environment) are never printed.
+      for (const secret of [PASSWORD, env.ROCKETMQ_ACCESS_SECRET ?? PASSWORD]) {
+        if (stdout.includes(secret) || stderr.includes(secret)) rej(new Error('a secret was printed'));
+      }
       try {
         res({ code, stdout, stderr, report: JSON.parse(stdout) as DoctorReport });
       } catch {
@@ -336,6 +338,21 @@ describe('rocketmq-tx doctor against the real MariaDB and broker', () => {
       /^BROKER_UNAVAILABLE: cannot reach the RocketMQ proxy at 127\.0\.0\.1:/,
     );
     expect(checkOf(r, `broker.topic.${TX}`).status).toBe('skip');
+    expect(r.code).toBe(2);
+  });
+
+  it('fails broker.connection with TLS_FAILED when TLS does not verify, never printing the broker secret', async () => {
+    // The local proxy's TLS port answers with a self-signed certificate: the system CAs reject it.
+    const secret = `secret-${randomBytes(8).toString('hex')}`;
+    const r = await doctor(['--component', 'migrations', '--transaction-topics', TX, '--ssl'], undefined, {
+      ROCKETMQ_ACCESS_KEY: 'doctor_it',
+      ROCKETMQ_ACCESS_SECRET: secret,
+    });
+    expect(problems(r)).toEqual(['broker.connection fail']);
+    expect(checkOf(r, 'broker.connection').value).toMatch(
+      /^TLS_FAILED: TLS connection to the RocketMQ proxy/,
+    );
+    expect(checkOf(r, 'broker.connection').advice).toMatch(/--ca-file/);
     expect(r.code).toBe(2);
   });
 });

@@ -5,10 +5,13 @@ import type { CommandContext } from '../../src/cli/args';
 import { renderDoctor } from '../../src/cli/doctor';
 import { main } from '../../src/cli/main';
 import { brokerChecks, intendedTypes, optionChecks } from '../../src/doctor/brokerChecks';
+import type { DataSource } from 'typeorm';
 import {
   clockCheck,
   inDoubtCheck,
   outboxChecks,
+  readClock,
+  readIsolation,
   retentionCheck,
   settingsChecks,
 } from '../../src/doctor/databaseChecks';
@@ -339,6 +342,34 @@ describe('doctor: database thresholds', () => {
     });
     expect(clockCheck({ skewMs: 1500, rttMs: 1200 }).status).toBe('pass');
     expect(clockCheck({ skewMs: 31_000, rttMs: 2 }).status).toBe('fail');
+  });
+});
+
+describe('doctor: database measurements (fake DataSource)', () => {
+  const fake = (query: (sql: string) => unknown) =>
+    ({ query: async (sql: string) => query(sql) }) as unknown as DataSource;
+
+  it('measures the skew at the middle of the round trip, on epoch seconds (no time zone involved)', async () => {
+    let now = 1_000_000;
+    const ds = fake(() => {
+      now += 40; // a 40 ms round trip; the database read its clock at the middle, 5 s ahead
+      return [{ t: String((1_000_000 + 20 + 5000) / 1000) }];
+    });
+    expect(await readClock(ds, () => now)).toEqual({ skewMs: 5000, rttMs: 40 });
+  });
+
+  it('reads the isolation level under both spellings (MySQL 8 removed tx_isolation; MariaDB 10 lacks transaction_isolation)', async () => {
+    const mariadb10 = fake((sql) => {
+      if (sql.includes('transaction_isolation'))
+        throw new Error("ER_UNKNOWN_SYSTEM_VARIABLE: Unknown system variable 'transaction_isolation'");
+      return [{ v: 'REPEATABLE-READ' }];
+    });
+    expect(await readIsolation(mariadb10)).toBe('REPEATABLE-READ');
+    const mysql8 = fake((sql) => {
+      if (sql.includes('tx_isolation') && !sql.includes('transaction_isolation')) throw new Error('unknown');
+      return [{ v: 'READ-COMMITTED' }];
+    });
+    expect(await readIsolation(mysql8)).toBe('READ-COMMITTED');
   });
 });
 
