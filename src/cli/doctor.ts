@@ -1,6 +1,6 @@
 import { InvalidOptionError, type GrantComponent } from '../index';
 import { runDoctor } from '../doctor/runDoctor';
-import type { DoctorOptions } from '../doctor/options';
+import { resolveDoctorOptions, type DoctorOptions } from '../doctor/options';
 import { buildReport, check, DOCTOR_GROUPS, type DoctorReport } from '../doctor/report';
 import { GRANT_COMPONENTS } from '../store/typeorm/grants';
 import {
@@ -106,6 +106,11 @@ export const doctorFlags = {
     value: '<duration>',
     description: 'how far past --retention the oldest SENT row may be (default 1d)',
   },
+  'migrations-table': {
+    type: 'string',
+    value: '<name>',
+    description: "with --component migrations: TypeORM's migrationsTableName (default migrations)",
+  },
   archive: {
     type: 'boolean',
     description: 'outbox_event_archive must exist (default: checked when it exists)',
@@ -145,6 +150,7 @@ export function doctorOptions(
   const broker = resolveBrokerTarget(flags, env);
   const requestTimeoutMs = dur('request-timeout', 100, 60_000);
   bindings.bind('tls.caFile', 'ca-file', stringFlag(flags, 'ca-file'));
+  bindings.bind('migrationsTableName', 'migrations-table', stringFlag(flags, 'migrations-table'));
   const thresholds = {
     maxBacklog: int('max-backlog', 0, 1_000_000_000),
     maxUndeliveredAgeMs: dur('max-undelivered-age', 1000, 30 * DAY),
@@ -155,6 +161,7 @@ export function doctorOptions(
   const options = {
     components: components(flags),
     ...(boolFlag(flags, 'archive') ? { archive: true } : {}),
+    migrationsTableName: stringFlag(flags, 'migrations-table'),
     broker: {
       endpoints: broker.endpoints,
       ...(broker.namespace !== undefined ? { namespace: broker.namespace } : {}),
@@ -215,6 +222,11 @@ export const doctorCommand: Command = {
   async run(parsed, { io }) {
     const bindings = new FlagBindings();
     const options = doctorOptions(parsed.flags, io.env, bindings);
+    try {
+      resolveDoctorOptions(options); // every flag checked before anything connects
+    } catch (err) {
+      throw bindings.translate(err) ?? err;
+    }
     const target = resolveDbTarget(parsed.flags, io.env);
     const progress = (what: string) => note(io, `doctor: checking ${what} ...`);
     let report: DoctorReport;

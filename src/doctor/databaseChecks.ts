@@ -186,8 +186,8 @@ export const CLOCK_FAIL_MS = 30_000;
 export function clockCheck(measured: { skewMs: number; rttMs: number }): DoctorCheck {
   const uncertainty = measured.rttMs / 2;
   const skew = Math.max(0, Math.abs(measured.skewMs) - uncertainty);
-  const ahead = measured.skewMs > 0 ? 'database ahead' : 'database behind';
-  const value = `${formatDuration(Math.abs(measured.skewMs))} ${ahead} (± ${formatDuration(uncertainty)})`;
+  const ahead = measured.skewMs > 0 ? ' database ahead' : measured.skewMs < 0 ? ' database behind' : '';
+  const value = `${formatDuration(Math.abs(measured.skewMs))}${ahead} (± ${formatDuration(uncertainty)})`;
   const threshold = `warn > ${formatDuration(CLOCK_WARN_MS)}, fail > ${formatDuration(CLOCK_FAIL_MS)}`;
   const advice =
     'run NTP (chrony) on this host and the database host: ages and leases are computed on the database ' +

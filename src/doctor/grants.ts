@@ -110,11 +110,18 @@ export function compareGrants(
   grants: readonly ParsedGrant[],
   database: string,
   components: readonly GrantComponent[],
-  options: { archive: boolean; account: string },
+  options: { archive: boolean; account: string; migrationsTableName?: string },
 ): DoctorCheck[] {
   const needed = new Map<string, Set<string>>();
   for (const c of components) {
-    for (const [table, privileges] of Object.entries(tableGrants(c, { archive: options.archive }))) {
+    for (const [table, privileges] of Object.entries(
+      tableGrants(c, {
+        archive: options.archive,
+        ...(options.migrationsTableName !== undefined
+          ? { migrationsTableName: options.migrationsTableName }
+          : {}),
+      }),
+    )) {
       const set = needed.get(table) ?? new Set<string>();
       for (const p of privileges) set.add(p);
       needed.set(table, set);

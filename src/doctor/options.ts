@@ -55,6 +55,8 @@ export interface DoctorOptions {
   components?: readonly GrantComponent[];
   /** true: outbox_event_archive must exist (you run Retention.archive). Default: checked only when it exists. */
   archive?: boolean;
+  /** With the `migrations` component: TypeORM's migrationsTableName, whose grants are compared too. Default 'migrations'. */
+  migrationsTableName?: string;
   /** Without it the broker checks are skipped. */
   broker?: DoctorBrokerOptions;
   /** Topics sent with delivery 'transactional': must be TRANSACTION topics. */
@@ -85,6 +87,7 @@ export interface ResolvedDoctorOptions {
   dataSource: DataSource | undefined;
   components: GrantComponent[];
   archive: boolean | undefined;
+  migrationsTableName: string;
   broker:
     | {
         endpoints: string;
@@ -117,6 +120,7 @@ const KEYS = [
   'dataSource',
   'components',
   'archive',
+  'migrationsTableName',
   'broker',
   'transactionTopics',
   'outboxTopics',
@@ -195,6 +199,10 @@ export function resolveDoctorOptions(options: unknown): ResolvedDoctorOptions {
     dataSource: o.dataSource === undefined ? undefined : requireDataSource(o.dataSource),
     components: components(o.components),
     archive: o.archive === undefined ? undefined : optionalBoolean('archive', o.archive, false),
+    migrationsTableName: optionalString('migrationsTableName', o.migrationsTableName, 'migrations', {
+      pattern: /^[A-Za-z0-9_$]{1,64}$/,
+      describe: 'a table name of 1-64 letters, digits, "_" or "$"',
+    }),
     broker: broker(o.broker),
     transactionTopics: topicList('transactionTopics', o.transactionTopics),
     outboxTopics: topicList('outboxTopics', o.outboxTopics),

@@ -51,7 +51,7 @@ export async function runDoctor(options?: DoctorOptions): Promise<DoctorReport> 
   return buildReport(checks);
 }
 
-function describe(err: unknown): string {
+function errorLine(err: unknown): string {
   const parts: string[] = [];
   for (let e: unknown = err, i = 0; e !== undefined && e !== null && i < 3; i++) {
     const code = (e as { code?: unknown }).code;
@@ -73,7 +73,7 @@ async function attempt<T>(
   try {
     return { ok: true, value: await fn() };
   } catch (err) {
-    const text = describe(err);
+    const text = errorLine(err);
     if (/ER_NO_SUCH_TABLE/.test(text)) {
       return {
         ok: false,
@@ -124,7 +124,7 @@ async function databaseChecks(ds: DataSource, o: ResolvedDoctorOptions): Promise
     out.push(check('schema', 'db.connection', 'pass', `${who.account} on ${r.db} (${r.v})`));
   } catch (err) {
     return [
-      check('schema', 'db.connection', 'fail', describe(err), {
+      check('schema', 'db.connection', 'fail', errorLine(err), {
         advice: 'check the database URL, that the server runs and that the user may log in',
       }),
     ];
@@ -168,7 +168,13 @@ async function databaseChecks(ds: DataSource, o: ResolvedDoctorOptions): Promise
       }),
     );
   } else
-    out.push(...compareGrants(shown.value, who.database, o.components, { archive, account: who.account }));
+    out.push(
+      ...compareGrants(shown.value, who.database, o.components, {
+        archive,
+        account: who.account,
+        migrationsTableName: o.migrationsTableName,
+      }),
+    );
 
   o.onProgress('database: settings');
   const isolation = await attempt('database settings', 'db.isolation', 'the isolation level', () =>

@@ -27,6 +27,8 @@ const FIFO = 'rmqtx_fifo_0';
 const HOSTS = ['127.0.0.1', 'localhost'];
 const PASSWORD = randomBytes(12).toString('hex');
 const BUILD = join(ROOT, 'node_modules', '.cache', `rmqtx-doctor-test-${process.pid}`);
+/** The deploy account's view: every table, DDL expected, TypeORM's bookkeeping table by its name here. */
+const DEPLOY = ['--component', 'migrations', '--migrations-table', 'rocketmq_tx_migrations'];
 const TOPIC_FLAGS = ['--transaction-topics', TX, '--outbox-topics', NORMAL, '--fifo-topics', FIFO];
 
 /** Users of the scratch database, each with the grants of a case below. */
@@ -219,7 +221,7 @@ describe('rocketmq-tx doctor against the real MariaDB and broker', () => {
     expect(checkOf(r, 'schema.consumed_event').status).toBe('skip');
     expect(r.stderr).toMatch(/doctor: checking broker: 3 topic route\(s\)/);
     // The deploy account, checked as such: every table including the archive, DDL expected.
-    const deploy = await doctor([...TOPIC_FLAGS, '--component', 'migrations']);
+    const deploy = await doctor([...TOPIC_FLAGS, ...DEPLOY]);
     expect(problems(deploy)).toEqual([]);
     expect(checkOf(deploy, 'schema.outbox_event_archive').status).toBe('pass');
     expect(deploy.code).toBe(0);
@@ -228,7 +230,7 @@ describe('rocketmq-tx doctor against the real MariaDB and broker', () => {
   it('fails schema.outbox_event naming a dropped index (exit 2), and passes once it is back', async () => {
     await admin.query('DROP INDEX idx_outbox_status_next ON outbox_event');
     try {
-      const r = await doctor(['--component', 'migrations']);
+      const r = await doctor([...DEPLOY]);
       expect(problems(r)).toEqual(['schema.outbox_event fail']);
       expect(checkOf(r, 'schema.outbox_event').value).toBe(
         'missing index idx_outbox_status_next (status, next_attempt_at, event_id)',
@@ -240,13 +242,13 @@ describe('rocketmq-tx doctor against the real MariaDB and broker', () => {
         'CREATE INDEX idx_outbox_status_next ON outbox_event (status, next_attempt_at, event_id)',
       );
     }
-    expect((await doctor(['--component', 'migrations'])).code).toBe(0);
+    expect((await doctor([...DEPLOY])).code).toBe(0);
   });
 
   it('warns on a backlog over --max-backlog (exit 1), fails an old undelivered NEW row (exit 2)', async () => {
     const id = await insertOutbox('NEW');
     try {
-      const warn = await doctor(['--component', 'migrations', '--max-backlog', '0']);
+      const warn = await doctor([...DEPLOY, '--max-backlog', '0']);
       expect(problems(warn)).toEqual(['outbox.backlog warn']);
       expect(checkOf(warn, 'outbox.backlog')).toMatchObject({
         value: `1 NEW row (most: ${NORMAL})`,
@@ -257,7 +259,7 @@ describe('rocketmq-tx doctor against the real MariaDB and broker', () => {
         'UPDATE outbox_event SET occurred_at = CURRENT_TIMESTAMP(3) - INTERVAL 2 HOUR WHERE event_id = ?',
         [id],
       );
-      const fail = await doctor(['--component', 'migrations']);
+      const fail = await doctor([...DEPLOY]);
       expect(problems(fail)).toEqual(['outbox.oldest-undelivered fail']);
       expect(checkOf(fail, 'outbox.oldest-undelivered').value).toMatch(/^2 h \(1 undelivered\)/);
       expect(fail.code).toBe(2);
@@ -269,11 +271,11 @@ describe('rocketmq-tx doctor against the real MariaDB and broker', () => {
   it('fails on a DEAD row (exit 2) unless --max-dead allows it', async () => {
     const id = await insertOutbox('DEAD');
     try {
-      const r = await doctor(['--component', 'migrations']);
+      const r = await doctor([...DEPLOY]);
       expect(problems(r)).toEqual(['outbox.dead fail']);
       expect(checkOf(r, 'outbox.dead').advice).toMatch(/rocketmq-tx dead-letter list/);
       expect(r.code).toBe(2);
-      expect((await doctor(['--component', 'migrations', '--max-dead', '1'])).code).toBe(0);
+      expect((await doctor([...DEPLOY, '--max-dead', '1'])).code).toBe(0);
     } finally {
       await admin.query('DELETE FROM outbox_event WHERE event_id = ?', [id]);
     }
@@ -283,7 +285,7 @@ describe('rocketmq-tx doctor against the real MariaDB and broker', () => {
     const inDoubt = await insertOutbox('IN_FLIGHT', 10 * 60, true); // 10 min > 7.6 min (RocketMQ defaults)
     const sent = await insertOutbox('SENT', 9 * 86_400);
     try {
-      const r = await doctor(['--component', 'migrations', '--retention', '7d']);
+      const r = await doctor([...DEPLOY, '--retention', '7d']);
       expect(problems(r)).toEqual(['tx.in-doubt warn', 'retention.oldest-sent warn']);
       expect(checkOf(r, 'tx.in-doubt').value).toMatch(/^1 transaction, oldest 10/);
       expect(checkOf(r, 'retention.oldest-sent').value).toMatch(/^oldest SENT 9/);
@@ -308,7 +310,7 @@ describe('rocketmq-tx doctor against the real MariaDB and broker', () => {
 
   it('fails a topic of the wrong message type and an unknown topic (exit 2)', async () => {
     const unknown = `rmqtx_doctor_nosuch_${RUN}`;
-    const r = await doctor(['--component', 'migrations', '--transaction-topics', `${NORMAL},${unknown}`]);
+    const r = await doctor([...DEPLOY, '--transaction-topics', `${NORMAL},${unknown}`]);
     expect(problems(r)).toEqual([`broker.topic.${NORMAL} fail`, `broker.topic.${unknown} fail`]);
     expect(checkOf(r, `broker.topic.${NORMAL}`)).toMatchObject({
       value: 'message type NORMAL',
@@ -344,7 +346,7 @@ describe('rocketmq-tx doctor against the real MariaDB and broker', () => {
   it('fails broker.connection with TLS_FAILED when TLS does not verify, never printing the broker secret', async () => {
     // The local proxy's TLS port answers with a self-signed certificate: the system CAs reject it.
     const secret = `secret-${randomBytes(8).toString('hex')}`;
-    const r = await doctor(['--component', 'migrations', '--transaction-topics', TX, '--ssl'], undefined, {
+    const r = await doctor([...DEPLOY, '--transaction-topics', TX, '--ssl'], undefined, {
       ROCKETMQ_ACCESS_KEY: 'doctor_it',
       ROCKETMQ_ACCESS_SECRET: secret,
     });

@@ -500,6 +500,7 @@ describe('doctor: options and the command line', () => {
         ['--ca-file', '/nonexistent/ca.pem', '--transaction-topics', 't'],
         /invalid --ca-file "\/nonexistent\/ca.pem": expected a readable PEM/,
       ],
+      [['--migrations-table', 'a-b'], /invalid --migrations-table "a-b": expected a table name/],
       [['--bogus'], /unknown flag --bogus/],
     ];
     for (const [argv, message] of cases) {
