@@ -17,50 +17,47 @@ export function horizonText(o: Parameters<typeof brokerHorizonMs>[0]): string {
   );
 }
 
-/** Isolation level and the server's lock-wait timeout. */
-export function settingsChecks(
-  measured: { isolation: string; lockWaitSeconds: number },
-  o: ResolvedDoctorOptions,
-): DoctorCheck[] {
-  const level = measured.isolation.toUpperCase().replace(/[ _]/g, '-');
-  const isolation =
-    level === 'REPEATABLE-READ' || level === 'READ-COMMITTED'
-      ? check('database settings', 'db.isolation', 'pass', level, {
-          threshold: 'REPEATABLE-READ or READ-COMMITTED',
-        })
-      : level === 'SERIALIZABLE'
-        ? check('database settings', 'db.isolation', 'warn', level, {
-            threshold: 'REPEATABLE-READ or READ-COMMITTED',
-            advice:
-              'plain reads become locking reads: more lock waits and deadlocks on tx_record/outbox_event; ' +
-              'set transaction_isolation = REPEATABLE-READ (the InnoDB default)',
-          })
-        : check('database settings', 'db.isolation', 'fail', level, {
-            threshold: 'REPEATABLE-READ or READ-COMMITTED',
-            advice:
-              'READ-UNCOMMITTED lets the check-back read an uncommitted tx_record row and answer COMMIT for a ' +
-              'transaction that may still roll back: set transaction_isolation = REPEATABLE-READ',
-          });
+const ISOLATION_OK = 'REPEATABLE-READ or READ-COMMITTED';
 
-  const horizon = brokerHorizonMs(o);
-  const serverMs = measured.lockWaitSeconds * 1000;
+/** The session default isolation level of a new connection. */
+export function isolationCheck(isolation: string): DoctorCheck {
+  const level = isolation.toUpperCase().replace(/[ _]/g, '-');
+  if (level === 'REPEATABLE-READ' || level === 'READ-COMMITTED') {
+    return check('database settings', 'db.isolation', 'pass', level, { threshold: ISOLATION_OK });
+  }
+  if (level === 'SERIALIZABLE') {
+    return check('database settings', 'db.isolation', 'warn', level, {
+      threshold: ISOLATION_OK,
+      advice:
+        'plain reads become locking reads: more lock waits and deadlocks on tx_record/outbox_event; ' +
+        'set transaction_isolation = REPEATABLE-READ (the InnoDB default)',
+    });
+  }
+  return check('database settings', 'db.isolation', 'fail', level, {
+    threshold: ISOLATION_OK,
+    advice:
+      "the fence's plain read would see an uncommitted tx_record row and answer COMMIT for a transaction " +
+      'that may still roll back: set transaction_isolation = REPEATABLE-READ',
+  });
+}
+
+/** The server's innodb_lock_wait_timeout (what business transactions get) against the broker's horizon. */
+export function lockWaitCheck(lockWaitSeconds: number, o: ResolvedDoctorOptions): DoctorCheck {
   const fenceSeconds = Math.max(1, Math.ceil(o.lockWaitTimeoutMs / 1000));
   const value =
-    `innodb_lock_wait_timeout ${measured.lockWaitSeconds} s; the fence sets ${fenceSeconds} s for its own ` +
+    `innodb_lock_wait_timeout ${lockWaitSeconds} s; the fence sets ${fenceSeconds} s for its own ` +
     `statement (checkBack.lockWaitTimeoutMs ${o.lockWaitTimeoutMs} ms, whole seconds)`;
-  const lockWait =
-    serverMs < horizon
-      ? check('database settings', 'db.lock-wait-timeout', 'pass', value, {
-          threshold: `< ${horizonText(o)}`,
-        })
-      : check('database settings', 'db.lock-wait-timeout', 'warn', value, {
-          threshold: `< ${horizonText(o)}`,
-          advice:
-            'a business transaction that waits this long on a lock keeps its tx_record row uncommitted past the ' +
-            "broker's last check-back: the half message is discarded and the event waits for the discard " +
-            'horizon; lower innodb_lock_wait_timeout (e.g. 10) or keep transactions short',
-        });
-  return [isolation, lockWait];
+  const threshold = `< ${horizonText(o)}`;
+  if (lockWaitSeconds * 1000 < brokerHorizonMs(o)) {
+    return check('database settings', 'db.lock-wait-timeout', 'pass', value, { threshold });
+  }
+  return check('database settings', 'db.lock-wait-timeout', 'warn', value, {
+    threshold,
+    advice:
+      'a business transaction that waits this long on a lock keeps its tx_record row uncommitted past the ' +
+      "broker's last check-back: the half message is discarded and the event waits for the discard " +
+      'horizon; lower innodb_lock_wait_timeout (e.g. 10) or keep transactions short',
+  });
 }
 
 /** Backlog, oldest undelivered age and DEAD rows, from collectStatus. */

@@ -7,13 +7,14 @@ import { brokerChecks, intendedTypes, optionChecks } from './brokerChecks';
 import {
   clockCheck,
   inDoubtCheck,
+  isolationCheck,
+  lockWaitCheck,
   outboxChecks,
   readClock,
   readIsolation,
   readLockWaitSeconds,
   readOldestSentAgeMs,
   retentionCheck,
-  settingsChecks,
 } from './databaseChecks';
 import { compareGrants, parseGrants, privilegesOn, type ParsedGrant } from './grants';
 import { resolveDoctorOptions, type DoctorOptions, type ResolvedDoctorOptions } from './options';
@@ -186,18 +187,8 @@ async function databaseChecks(ds: DataSource, o: ResolvedDoctorOptions): Promise
     'innodb_lock_wait_timeout',
     () => readLockWaitSeconds(ds),
   );
-  if (isolation.ok && lockWait.ok) {
-    out.push(...settingsChecks({ isolation: isolation.value, lockWaitSeconds: lockWait.value }, o));
-  } else {
-    const both = settingsChecks(
-      {
-        isolation: isolation.ok ? isolation.value : 'REPEATABLE-READ',
-        lockWaitSeconds: lockWait.ok ? lockWait.value : 0,
-      },
-      o,
-    );
-    out.push(isolation.ok ? both[0]! : isolation.check, lockWait.ok ? both[1]! : lockWait.check);
-  }
+  out.push(isolation.ok ? isolationCheck(isolation.value) : isolation.check);
+  out.push(lockWait.ok ? lockWaitCheck(lockWait.value, o) : lockWait.check);
 
   o.onProgress('database: outbox and in-doubt transactions');
   const status = await attempt('outbox', 'outbox.read', 'outbox_event / tx_record', async () => {

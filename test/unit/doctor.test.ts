@@ -9,11 +9,12 @@ import type { DataSource } from 'typeorm';
 import {
   clockCheck,
   inDoubtCheck,
+  isolationCheck,
+  lockWaitCheck,
   outboxChecks,
   readClock,
   readIsolation,
   retentionCheck,
-  settingsChecks,
 } from '../../src/doctor/databaseChecks';
 import { compareGrants, parseGrants, privilegesOn } from '../../src/doctor/grants';
 import { resolveDoctorOptions, type DoctorOptions } from '../../src/doctor/options';
@@ -267,8 +268,7 @@ describe('doctor: grants against rocketMqTxGrants', () => {
 
 describe('doctor: database thresholds', () => {
   it('isolation: REPEATABLE-READ and READ-COMMITTED pass, SERIALIZABLE warns, READ-UNCOMMITTED fails', () => {
-    const o = opts();
-    const iso = (level: string) => settingsChecks({ isolation: level, lockWaitSeconds: 50 }, o)[0]!.status;
+    const iso = (level: string) => isolationCheck(level).status;
     expect([
       iso('REPEATABLE-READ'),
       iso('READ-COMMITTED'),
@@ -279,8 +279,8 @@ describe('doctor: database thresholds', () => {
 
   it('lock wait: warns when innodb_lock_wait_timeout reaches the broker check horizon', () => {
     const o = opts({ brokerCheckIntervalMs: 2000, brokerCheckMax: 5, brokerTxTimeoutMs: 1000 }); // horizon 11 s
-    expect(settingsChecks({ isolation: 'REPEATABLE-READ', lockWaitSeconds: 10 }, o)[1]!.status).toBe('pass');
-    const warn = settingsChecks({ isolation: 'REPEATABLE-READ', lockWaitSeconds: 11 }, o)[1]!;
+    expect(lockWaitCheck(10, o).status).toBe('pass');
+    const warn = lockWaitCheck(11, o);
     expect(warn).toMatchObject({
       status: 'warn',
       threshold: '< broker check horizon 11 s (1000 ms + 5 x 2000 ms)',
