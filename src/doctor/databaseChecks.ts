@@ -120,30 +120,47 @@ export function outboxChecks(s: StatusReport, o: ResolvedDoctorOptions): DoctorC
   return [backlog, undelivered, dead];
 }
 
-/** Committed transactions whose broker commit is unconfirmed, against the check horizon. */
+/**
+ * Committed transactions whose broker commit is unconfirmed (collectStatus's inDoubt, split by
+ * state with the stated discard horizon): `overdue` ones fail (past the horizon and nobody took
+ * them for republishing); ones still awaiting the broker past its check horizon, or being
+ * republished, warn.
+ */
 export function inDoubtCheck(s: StatusReport, o: ResolvedDoctorOptions): DoctorCheck {
   const horizon = brokerHorizonMs(o);
-  const failAfter = o.discardHorizonMs + 5 * 60_000;
-  const age = s.inDoubt.oldestAgeMs;
+  const d = s.inDoubt;
+  const { awaitingBroker, overdue, republishing } = d.byState;
+  const plural = (n: number, what: string) => `${n} ${what}${n === 1 ? '' : 's'}`;
   const value =
-    age === null
+    d.events === 0
       ? 'none'
-      : `${s.inDoubt.transactions} transaction${s.inDoubt.transactions === 1 ? '' : 's'}, oldest ${formatDuration(age)}`;
-  const threshold = `warn > ${formatDuration(horizon)} (broker horizon), fail > ${formatDuration(failAfter)} (discard horizon + 5 min)`;
-  if (age !== null && age > failAfter) {
+      : `${plural(d.transactions, 'transaction')}, oldest ${formatDuration(d.oldestAgeMs ?? 0)}; ` +
+        `events awaiting the broker ${awaitingBroker.events}, overdue ${overdue.events}, republishing ${republishing.events}`;
+  const threshold =
+    `no overdue event (past the discard horizon ${formatDuration(o.discardHorizonMs)}, not taken); ` +
+    `warn: awaiting the broker > ${formatDuration(horizon)} (broker horizon), or republishing`;
+  if (overdue.events > 0) {
     return check('in-doubt transactions', 'tx.in-doubt', 'fail', value, {
       threshold,
       advice:
-        "nothing republished them after the discard horizon: keep the producer's discardRecovery on, or run " +
-        '`rocketmq-tx relay` with discard reconciliation (not --no-discard-reconcile)',
+        'nothing takes them for republishing: keep the producers of their group running with discardRecovery ' +
+        'on (the default), or run `rocketmq-tx relay` with discard reconciliation (not --no-discard-reconcile)',
     });
   }
-  if (age !== null && age > horizon) {
+  if ((awaitingBroker.oldestAgeMs ?? 0) > horizon) {
     return check('in-doubt transactions', 'tx.in-doubt', 'warn', value, {
       threshold,
       advice:
-        'the broker has stopped checking them (producer down or check-backs unanswered); they are republished at ' +
-        'the discard horizon: check the producers are running and answering check-backs',
+        'the broker has stopped checking them (producer down, check-backs unanswered, or the confirmation was lost ' +
+        'with a killed process); discard recovery republishes them at the discard horizon: check the producers run',
+    });
+  }
+  if (republishing.events > 0) {
+    return check('in-doubt transactions', 'tx.in-doubt', 'warn', value, {
+      threshold,
+      advice:
+        'a discard recovery is republishing them; rows with attempts > 0 failed before: see their last_error ' +
+        '(rocketmq-tx status, outbox_event.last_error)',
     });
   }
   return check('in-doubt transactions', 'tx.in-doubt', 'pass', value, { threshold });

@@ -281,15 +281,31 @@ describe('rocketmq-tx doctor against the real MariaDB and broker', () => {
     }
   });
 
-  it('warns on an in-doubt transaction past the broker check horizon, and on archival behind --retention', async () => {
+  it('warns on an in-doubt transaction past the broker check horizon and on archival behind --retention; fails an overdue one', async () => {
     const inDoubt = await insertOutbox('IN_FLIGHT', 10 * 60, true); // 10 min > 7.6 min (RocketMQ defaults)
     const sent = await insertOutbox('SENT', 9 * 86_400);
     try {
       const r = await doctor([...DEPLOY, '--retention', '7d']);
       expect(problems(r)).toEqual(['tx.in-doubt warn', 'retention.oldest-sent warn']);
-      expect(checkOf(r, 'tx.in-doubt').value).toMatch(/^1 transaction, oldest 10/);
+      expect(checkOf(r, 'tx.in-doubt').value).toBe(
+        '1 transaction, oldest 10 min; events awaiting the broker 1, overdue 0, republishing 0',
+      );
       expect(checkOf(r, 'retention.oldest-sent').value).toMatch(/^oldest SENT 9/);
       expect(r.code).toBe(1);
+      // Past the discard horizon (20 min) and taken by no discard recovery: overdue.
+      await admin.query(
+        `UPDATE outbox_event o JOIN tx_record t ON t.tx_id = o.tx_id
+         SET t.created_at = CURRENT_TIMESTAMP(3) - INTERVAL 25 MINUTE,
+             o.occurred_at = CURRENT_TIMESTAMP(3) - INTERVAL 25 MINUTE,
+             o.next_attempt_at = CURRENT_TIMESTAMP(3) - INTERVAL 25 MINUTE
+         WHERE o.event_id = ?`,
+        [inDoubt],
+      );
+      const overdue = await doctor([...DEPLOY]);
+      expect(problems(overdue)).toEqual(['tx.in-doubt fail']);
+      expect(checkOf(overdue, 'tx.in-doubt').value).toMatch(/overdue 1, republishing 0$/);
+      expect(checkOf(overdue, 'tx.in-doubt').advice).toMatch(/discardRecovery/);
+      expect(overdue.code).toBe(2);
     } finally {
       await admin.query('DELETE FROM outbox_event WHERE event_id IN (?, ?)', [inDoubt, sent]);
     }

@@ -308,16 +308,25 @@ describe('doctor: database thresholds', () => {
     expect(empty.map((c) => c.status)).toEqual(['pass', 'pass', 'pass']);
   });
 
-  it('in-doubt: pass within the broker horizon, warn past it, fail past the discard horizon + 5 min', () => {
+  it('in-doubt: fails overdue events, warns past the broker horizon or while republishing', () => {
     const o = opts(); // broker horizon 7.6 min, discard horizon 20 min
-    const inDoubt = (ageMin: number) =>
+    const inDoubt = (state: string, ageMin: number) =>
       inDoubtCheck(
-        status([{ k: 'in_doubt', topic: null, status: null, n: 2, txs: 1, age_us: ageMin * MIN * 1000 }]),
+        status([
+          { k: 'in_doubt', topic: null, status: null, n: 2, txs: 1, age_us: ageMin * MIN * 1000 },
+          { k: 'in_doubt_state', topic: null, status: state, n: 2, txs: 1, age_us: ageMin * MIN * 1000 },
+        ]),
         o,
       );
-    expect(inDoubt(1).status).toBe('pass');
-    expect(inDoubt(8)).toMatchObject({ status: 'warn', value: '1 transaction, oldest 8 min' });
-    expect(inDoubt(26).status).toBe('fail');
+    expect(inDoubt('awaiting_broker', 1).status).toBe('pass');
+    expect(inDoubt('awaiting_broker', 8)).toMatchObject({
+      status: 'warn',
+      value: '1 transaction, oldest 8 min; events awaiting the broker 2, overdue 0, republishing 0',
+    });
+    expect(inDoubt('republishing', 21).status).toBe('warn');
+    const overdue = inDoubt('overdue', 21);
+    expect(overdue).toMatchObject({ status: 'fail', value: expect.stringMatching(/overdue 2,/) });
+    expect(overdue.advice).toMatch(/discardRecovery/);
     expect(inDoubtCheck(status([{ k: 'in_doubt', topic: null, status: null, n: 0, txs: 0 }]), o).value).toBe(
       'none',
     );
