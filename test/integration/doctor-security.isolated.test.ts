@@ -10,6 +10,7 @@ import type { CommandContext } from '../../src/cli/args';
 import { main } from '../../src/cli/main';
 import type { DoctorCheck, DoctorReport } from '../../src';
 import * as rocketmq from '../../scripts/rocketmq';
+import { withEnv } from '../helpers/withEnv';
 
 const REPO = path.resolve(__dirname, '../..');
 const SECURE_ENV: Record<string, string> = {
@@ -21,18 +22,7 @@ const SECURE_ENV: Record<string, string> = {
 const { user: USER, denied: DENIED } = rocketmq.ACL_USERS;
 const TX = 'rmqtx_tx_0';
 
-async function withSecureEnv<T>(fn: () => Promise<T>): Promise<T> {
-  const saved = Object.fromEntries(Object.keys(SECURE_ENV).map((k) => [k, process.env[k]]));
-  Object.assign(process.env, SECURE_ENV);
-  try {
-    return await fn();
-  } finally {
-    for (const [k, v] of Object.entries(saved)) {
-      if (v === undefined) delete process.env[k];
-      else process.env[k] = v;
-    }
-  }
-}
+const withSecureEnv = <T>(fn: () => Promise<T>): Promise<T> => withEnv(SECURE_ENV, fn);
 
 describe('doctor against a real ACL 2.0 + TLS proxy', () => {
   let endpoints: string;
