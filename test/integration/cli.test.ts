@@ -16,6 +16,7 @@ import {
 import { Collector } from '../helpers/collector';
 import { ensureSchema, openDataSource } from '../helpers/db';
 import { DB_URL, ENDPOINTS, waitFor } from '../helpers/env';
+import { buildCli } from '../helpers/buildCli';
 
 const ROOT = resolve(__dirname, '..', '..');
 const NORMAL = 'rmqtx_normal_9';
@@ -35,31 +36,6 @@ interface Result {
  * node_modules/.cache so its requires resolve): a ts-node child per call costs ~10x the CPU.
  */
 const BUILD = join(ROOT, 'node_modules', '.cache', `rmqtx-cli-test-${process.pid}`);
-
-function buildCli(): Promise<void> {
-  return new Promise((res, rej) => {
-    const tsc = spawn(
-      process.execPath,
-      [
-        require.resolve('typescript/bin/tsc'),
-        '-p',
-        'tsconfig.build.json',
-        '--outDir',
-        BUILD,
-        '--declaration',
-        'false',
-        '--sourceMap',
-        'false',
-      ],
-      { cwd: ROOT, stdio: ['ignore', 'pipe', 'pipe'] },
-    );
-    let output = '';
-    tsc.stdout!.on('data', (d: Buffer) => (output += d.toString()));
-    tsc.stderr!.on('data', (d: Buffer) => (output += d.toString()));
-    tsc.on('error', rej);
-    tsc.on('close', (code) => (code === 0 ? res() : rej(new Error(`tsc exited ${code}:\n${output}`))));
-  });
-}
 
 /** The CLI as a child process. */
 function start(
@@ -145,7 +121,7 @@ describe('rocketmq-tx CLI as a child process (real MariaDB and broker)', () => {
   }
 
   beforeAll(async () => {
-    await buildCli();
+    await buildCli(BUILD);
     ds = await openDataSource();
     await ensureSchema(ds);
     store = new TypeOrmOutboxStore(ds);

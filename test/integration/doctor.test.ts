@@ -14,6 +14,7 @@ import {
   type DoctorReport,
 } from '../../src';
 import { DB_URL, ENDPOINTS } from '../helpers/env';
+import { buildCli } from '../helpers/buildCli';
 
 // `rocketmq-tx doctor` as a child process (compiled once, as `npm run build` ships it) against
 // the real MariaDB and broker: a healthy scratch database passes, then one thing at a time is
@@ -46,31 +47,6 @@ function scratchUrl(user?: string): string {
   }
   url.pathname = `/${SCRATCH}`;
   return url.toString();
-}
-
-function buildCli(): Promise<void> {
-  return new Promise((res, rej) => {
-    const tsc = spawn(
-      process.execPath,
-      [
-        require.resolve('typescript/bin/tsc'),
-        '-p',
-        'tsconfig.build.json',
-        '--outDir',
-        BUILD,
-        '--declaration',
-        'false',
-        '--sourceMap',
-        'false',
-      ],
-      { cwd: ROOT, stdio: ['ignore', 'pipe', 'pipe'] },
-    );
-    let output = '';
-    tsc.stdout!.on('data', (d: Buffer) => (output += d.toString()));
-    tsc.stderr!.on('data', (d: Buffer) => (output += d.toString()));
-    tsc.on('error', rej);
-    tsc.on('close', (code) => (code === 0 ? res() : rej(new Error(`tsc exited ${code}:\n${output}`))));
-  });
 }
 
 interface Result {
@@ -163,7 +139,7 @@ describe('rocketmq-tx doctor against the real MariaDB and broker', () => {
       migrations: [...rocketMqTxMigrations, ...rocketMqTxArchiveMigrations],
       migrationsTableName: 'rocketmq_tx_migrations',
     }).initialize();
-    await Promise.all([admin.runMigrations({ transaction: 'none' }), buildCli()]);
+    await Promise.all([admin.runMigrations({ transaction: 'none' }), buildCli(BUILD)]);
     const producer = (account: string) => rocketMqTxGrants('producer', { database: SCRATCH, user: account });
     await grantTo(USERS.producer, producer);
     await grantTo(USERS.noUpdate, (a) => [
