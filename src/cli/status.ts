@@ -138,7 +138,7 @@ export function renderStatus(s: StatusReport): string {
 
 export const statusCommand: Command = {
   name: 'status',
-  usage: 'rocketmq-tx status [--topic <t>] [--consumer-group <g>] [--json]',
+  usage: 'rocketmq-tx status [--topic <t>] [--consumer-group <g>] [--discard-horizon <d>] [--json]',
   description:
     'A read-only snapshot (collectStatus): tx_record by status and resolver, in-doubt transactions\n' +
     '(committed, broker commit not yet confirmed) with the oldest age, outbox_event by topic and\n' +

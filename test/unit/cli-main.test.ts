@@ -53,6 +53,14 @@ describe('rocketmq-tx command line (no services)', () => {
   it('rejects bad flags with exit 2, naming flag, value and rule, without a stack trace', async () => {
     const cases: Array<[string[], RegExp]> = [
       [['status', '--topics', 'x'], /^rocketmq-tx status: unknown flag --topics \(allowed: .*--topic,/],
+      [
+        ['status', '--discard-horizon', '500ms'],
+        /invalid --discard-horizon "500ms": expected a duration from 1s to 1w/,
+      ],
+      [
+        ['status', '--discard-horizon', 'soon'],
+        /invalid --discard-horizon "soon": expected a duration such as/,
+      ],
       [['relay'], /^rocketmq-tx relay: --topics is required/],
       [['relay', '--topics', 'a', '--lease', '10'], /invalid --lease "10": expected a duration such as/],
       [
