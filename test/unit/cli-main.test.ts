@@ -1,26 +1,6 @@
-import { main } from '../../src/cli/main';
-import type { CommandContext } from '../../src/cli/args';
+import { runCli } from './fakes/cli';
 
-interface Run {
-  code: number;
-  stdout: string;
-  stderr: string;
-}
-
-async function run(argv: string[], env: Record<string, string> = {}): Promise<Run> {
-  let stdout = '';
-  let stderr = '';
-  const ctx: CommandContext = {
-    io: {
-      stdout: { write: (s: string) => (stdout += s) },
-      stderr: { write: (s: string) => (stderr += s) },
-      env,
-    },
-    onSignal: () => () => undefined,
-  };
-  const code = await main(argv, ctx);
-  return { code, stdout, stderr };
-}
+const run = runCli;
 
 describe('rocketmq-tx command line (no services)', () => {
   it('prints the command list for --help (exit 0) and for no command (exit 2)', async () => {

@@ -1,9 +1,7 @@
 import * as net from 'node:net';
 import { AuthenticationError, AuthorizationError, InvalidOptionError, TlsError } from '../../src';
 import type { TopicRoute } from '../../src/broker/topicRoutes';
-import type { CommandContext } from '../../src/cli/args';
 import { renderDoctor } from '../../src/cli/doctor';
-import { main } from '../../src/cli/main';
 import { brokerChecks, intendedTypes, optionChecks } from '../../src/doctor/brokerChecks';
 import type { DataSource } from 'typeorm';
 import {
@@ -27,6 +25,7 @@ import {
   type ExpectedTable,
 } from '../../src/doctor/schema';
 import { shapeStatus, type StatusReport } from '../../src/observability/status';
+import { runCli } from './fakes/cli';
 
 const MIN = 60_000;
 const opts = (o: DoctorOptions = {}) => resolveDoctorOptions(o);
@@ -36,20 +35,7 @@ const byId = (checks: readonly DoctorCheck[], id: string) => {
   return c;
 };
 
-async function cli(argv: string[], env: Record<string, string> = {}) {
-  let stdout = '';
-  let stderr = '';
-  const ctx: CommandContext = {
-    io: {
-      stdout: { write: (s: string) => (stdout += s) },
-      stderr: { write: (s: string) => (stderr += s) },
-      env,
-    },
-    onSignal: () => () => undefined,
-  };
-  const code = await main(argv, ctx);
-  return { code, stdout, stderr };
-}
+const cli = runCli;
 
 /** A schema exactly as the migrations create it. */
 function actualFrom(expected: readonly ExpectedTable[]): ActualSchema {
