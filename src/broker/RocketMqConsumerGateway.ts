@@ -8,6 +8,7 @@ import { withTimeout } from '../util/time';
 import { startClient } from './startup';
 import { useCustomCa } from './tls';
 import { clientLogger } from './clientLogger';
+import { sessionCredentials } from './credentials';
 import type { ConsumerGateway, ConsumerGatewayConfig, InboundMessage } from './consumerGateway';
 
 interface ClientInbound extends InboundMessage {
@@ -39,14 +40,7 @@ export class RocketMqConsumerGateway implements ConsumerGateway {
       requestTimeout: config.requestTimeoutMs,
       sslEnabled: config.sslEnabled,
       logger: clientLogger(logger),
-      ...(config.credentials
-        ? {
-            sessionCredentials: {
-              accessKey: config.credentials.accessKey,
-              accessSecret: config.credentials.accessSecret,
-            },
-          }
-        : {}),
+      ...sessionCredentials(config.credentials),
     });
     if (config.tlsCa) useCustomCa(this.consumer, config.tlsCa);
     this.captureRetryPolicy();

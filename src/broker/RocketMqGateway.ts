@@ -11,6 +11,7 @@ import {
 import { errorFields, type Logger } from '../util/logger';
 import { withTimeout } from '../util/time';
 import { clientLogger } from './clientLogger';
+import { sessionCredentials } from './credentials';
 import { startClient } from './startup';
 import { useCustomCa } from './tls';
 import { mapSendError } from './errors';
@@ -39,14 +40,7 @@ export class RocketMqGateway implements BrokerGateway {
       logger: clientLogger(logger),
       // Transactional sends are never retried by the client; other sends get its default 3 attempts.
       maxAttempts: 3,
-      ...(config.credentials
-        ? {
-            sessionCredentials: {
-              accessKey: config.credentials.accessKey,
-              accessSecret: config.credentials.accessSecret,
-            },
-          }
-        : {}),
+      ...sessionCredentials(config.credentials),
       // The client throws in beginTransaction without a checker, so there is always one.
       checker: {
         check: async (view: MessageView) => {

@@ -10,6 +10,7 @@ import { AuthorizationError, BrokerUnavailableError, type RocketMqTxError } from
 import { noopLogger, type Logger } from '../util/logger';
 import { withTimeout } from '../util/time';
 import { clientLogger } from './clientLogger';
+import { sessionCredentials } from './credentials';
 import { classifySecurityError } from './errors';
 import { useCustomCa } from './tls';
 
@@ -82,14 +83,7 @@ export async function readTopicRoutes(
     sslEnabled: config.sslEnabled,
     requestTimeout: config.requestTimeoutMs,
     logger: clientLogger(logger),
-    ...(config.credentials
-      ? {
-          sessionCredentials: {
-            accessKey: config.credentials.accessKey,
-            accessSecret: config.credentials.accessSecret,
-          },
-        }
-      : {}),
+    ...sessionCredentials(config.credentials),
   });
   if (config.tlsCa) useCustomCa(producer, config.tlsCa);
   const client = producer as unknown as RouteClient;

@@ -1,4 +1,5 @@
-import { ConsumerNotRunningError, StoreError } from '../errors';
+import { ConsumerNotRunningError } from '../errors';
+import { notInitialized } from '../util/clientOptions';
 import type { ConsumerGateway, ConsumerGatewayConfig, InboundMessage } from '../broker/consumerGateway';
 import { RocketMqConsumerGateway } from '../broker/RocketMqConsumerGateway';
 import { errorFields, type Logger } from '../util/logger';
@@ -129,13 +130,7 @@ export class IdempotentConsumer {
     }
     if (!this.startPromise) {
       if (!this.options.dataSource.isInitialized) {
-        return Promise.reject(
-          new StoreError(
-            'options.dataSource is not initialized: call dataSource.initialize() first',
-            undefined,
-            false,
-          ),
-        );
+        return Promise.reject(notInitialized());
       }
       this.state = 'STARTING';
       this.startPromise = this.gateway.start().then(

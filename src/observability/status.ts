@@ -1,8 +1,8 @@
 import type { DataSource } from 'typeorm';
-import { InvalidOptionError, StoreError } from '../errors';
+import { InvalidOptionError } from '../errors';
 import { dialectFor } from '../store/typeorm/dialect';
 import { toStoreError } from '../store/typeorm/storeError';
-import { requireDataSource, requireResourceName } from '../util/clientOptions';
+import { notInitialized, requireDataSource, requireResourceName } from '../util/clientOptions';
 import { optionalInt, optionalObject, rejectUnknownKeys } from '../util/validate';
 
 /** Filters of {@link collectStatus}. Without a filter every row of the SDK's tables is counted. */
@@ -199,11 +199,7 @@ export async function collectStatus(dataSource: DataSource, options?: StatusOpti
   dialectFor(ds);
   const filter = resolveStatusOptions(options);
   if (!ds.isInitialized) {
-    throw new StoreError(
-      'dataSource is not initialized: call dataSource.initialize() first',
-      undefined,
-      false,
-    );
+    throw notInitialized('dataSource');
   }
   const [txRecords, outbox, consumed] = await Promise.all([
     run(ds, 'tx_record', txRecordQuery(filter)),

@@ -4,10 +4,10 @@ import {
   InvalidOptionError,
   ProducerNotRunningError,
   RocketMqTxError,
-  StoreError,
   TransactionFencedError,
   TransactionOutcomeUnknownError,
 } from '../errors';
+import { notInitialized } from '../util/clientOptions';
 import { gatewayConfig, type BrokerGateway, type GatewayConfig, type HalfMessage } from '../broker/gateway';
 import { RocketMqGateway } from '../broker/RocketMqGateway';
 import { CheckBackDispatcher, type CheckBackStats } from '../checkback/CheckBackDispatcher';
@@ -20,7 +20,7 @@ import { destroyConnection } from '../store/typeorm/dialect';
 import { toStoreError } from '../store/typeorm/storeError';
 import { errorFields, type Logger } from '../util/logger';
 import { uuidv7 } from '../util/uuidv7';
-import { withTimeout } from '../util/time';
+import { completesWithin } from '../util/time';
 import {
   ATTACH_OBSERVER,
   Observers,
@@ -203,13 +203,7 @@ export class TransactionalProducer {
       if (!this.options.dataSource.isInitialized) {
         this.startPromise = undefined;
         this.state = 'NEW';
-        return Promise.reject(
-          new StoreError(
-            'options.dataSource is not initialized: call dataSource.initialize() first',
-            undefined,
-            false,
-          ),
-        );
+        return Promise.reject(notInitialized());
       }
       this.startPromise = this.gateway.start().then(
         () => {
@@ -478,35 +472,28 @@ export class TransactionalProducer {
     if (this.startPromise) await this.startPromise.catch(() => undefined);
     if (this.inFlight > 0) {
       const drained = new Promise<void>((resolve) => (this.drained = resolve));
-      await this.bounded(
-        drained,
-        remaining(),
-        'shutdown did not drain in time; the fence resolves the rest',
-        {
-          inFlight: this.inFlight,
-        },
-      );
+      if (!(await completesWithin(drained, remaining()))) {
+        this.logger.warn(
+          { inFlight: this.inFlight },
+          'shutdown did not drain in time; the fence resolves the rest',
+        );
+      }
     }
     // Recorded confirmations spare a republish (a duplicate) after the discard horizon: flush them
     // on every graceful path, bounded, since a hung database must not keep shutdown() pending.
-    await this.bounded(
-      Promise.all([this.recovery?.stop(), this.confirmations.flush(), this.eventConfirmations.flush()]),
-      remaining(),
-      'confirmations not recorded in time; their events may be republished after the discard horizon',
-    );
+    const flushed = Promise.all([
+      this.recovery?.stop(),
+      this.confirmations.flush(),
+      this.eventConfirmations.flush(),
+    ]);
+    if (!(await completesWithin(flushed, remaining()))) {
+      this.logger.warn(
+        {},
+        'confirmations not recorded in time; their events may be republished after the discard horizon',
+      );
+    }
     if (wasStarted) await this.gateway.shutdown();
     this.state = 'STOPPED';
-  }
-
-  private async bounded(
-    work: Promise<unknown>,
-    ms: number,
-    warning: string,
-    fields: Record<string, unknown> = {},
-  ): Promise<void> {
-    await withTimeout(work, ms, () => new Error('shutdown timeout')).catch(() =>
-      this.logger.warn(fields, warning),
-    );
   }
 }
 

@@ -1,4 +1,5 @@
-import { InvalidMessageError, InvalidOptionError, StoreError } from '../errors';
+import { InvalidMessageError, InvalidOptionError } from '../errors';
+import { notInitialized } from '../util/clientOptions';
 import { prepareEvents } from '../producer/events';
 import { outboxRows } from '../producer/TransactionalProducer';
 import type { NewOutboxEvent } from '../store/ports';
@@ -97,11 +98,7 @@ export class FactReconciler<F extends Fact = Fact, C = unknown> {
       throw new InvalidOptionError('dryRun', dryRun, 'true (no buildEvent was given to republish with)');
     }
     if (!this.o.dataSource.isInitialized) {
-      throw new StoreError(
-        'options.dataSource is not initialized: call dataSource.initialize() first',
-        undefined,
-        false,
-      );
+      throw notInitialized();
     }
     const started = Date.now();
     const withArchive = this.o.includeArchive ?? (await this.store.archiveExists());

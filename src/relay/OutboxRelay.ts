@@ -1,4 +1,5 @@
-import { RelayNotRunningError, StoreError } from '../errors';
+import { RelayNotRunningError } from '../errors';
+import { notInitialized } from '../util/clientOptions';
 import { gatewayConfig, type BrokerGateway, type GatewayConfig } from '../broker/gateway';
 import { RocketMqGateway } from '../broker/RocketMqGateway';
 import type { ClaimedOutboxEvent, OutboxStore, TxStatusReader } from '../store/ports';
@@ -9,7 +10,7 @@ import { EVENT_ID_PROPERTY, TransactionResolution } from '../checkback/resolutio
 import { TypeOrmOutboxStore } from '../store/typeorm/outboxStore';
 import { toStoreError } from '../store/typeorm/storeError';
 import { errorFields, type Logger } from '../util/logger';
-import { withTimeout } from '../util/time';
+import { completesWithin } from '../util/time';
 import { ATTACH_OBSERVER, Observers, type TxObserver } from '../observability/observer';
 import { backoffDelay } from './backoff';
 import { errorText, outboxMessage, sendCommitted } from './republish';
@@ -113,13 +114,7 @@ export class OutboxRelay {
     }
     if (!this.startPromise) {
       if (!this.options.dataSource.isInitialized) {
-        return Promise.reject(
-          new StoreError(
-            'options.dataSource is not initialized: call dataSource.initialize() first',
-            undefined,
-            false,
-          ),
-        );
+        return Promise.reject(notInitialized());
       }
       this.state = 'STARTING';
       this.startPromise = this.gateway.start().then(
@@ -217,16 +212,13 @@ export class OutboxRelay {
         () => true,
         () => false,
       );
-    await withTimeout(
-      this.loop,
-      this.options.shutdownTimeoutMs,
-      () => new Error('relay drain timeout'),
-    ).catch(() => this.logger.warn({}, 'relay round did not finish in time; its leases will expire'));
-    await withTimeout(
-      this.confirmations.flush(),
-      this.options.shutdownTimeoutMs,
-      () => new Error('flush'),
-    ).catch(() => this.logger.warn({}, 'check-back confirmations not recorded in time'));
+    const { shutdownTimeoutMs } = this.options;
+    if (!(await completesWithin(this.loop, shutdownTimeoutMs))) {
+      this.logger.warn({}, 'relay round did not finish in time; its leases will expire');
+    }
+    if (!(await completesWithin(this.confirmations.flush(), shutdownTimeoutMs))) {
+      this.logger.warn({}, 'check-back confirmations not recorded in time');
+    }
     if (connected) await this.gateway.shutdown();
     this.state = 'STOPPED';
   }

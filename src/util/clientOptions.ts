@@ -1,7 +1,7 @@
 import { readFileSync } from 'node:fs';
 import { X509Certificate } from 'node:crypto';
 import type { DataSource } from 'typeorm';
-import { InvalidOptionError } from '../errors';
+import { InvalidOptionError, StoreError } from '../errors';
 import { optionalBoolean, rejectUnknownKeys, requireObject, requireString } from './validate';
 
 /** Validators shared by every component that talks to the proxy and the database. */
@@ -125,6 +125,11 @@ export function requireDataSource(value: unknown): DataSource {
     throw new InvalidOptionError('dataSource', value, 'a TypeORM DataSource');
   }
   return value as DataSource;
+}
+
+/** The error every component gives for a DataSource that was not initialized (not retriable). */
+export function notInitialized(option = 'options.dataSource'): StoreError {
+  return new StoreError(`${option} is not initialized: call dataSource.initialize() first`, undefined, false);
 }
 
 export function requireResourceName(option: string, value: unknown): string {

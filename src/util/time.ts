@@ -11,3 +11,11 @@ export async function withTimeout<T>(promise: Promise<T>, ms: number, onTimeout:
     if (timer) clearTimeout(timer);
   }
 }
+
+/** Waits at most `ms` for `work`; true if it fulfilled in time, false on timeout or rejection. */
+export function completesWithin(work: Promise<unknown>, ms: number): Promise<boolean> {
+  return withTimeout(work, ms, () => new Error('timeout')).then(
+    () => true,
+    () => false,
+  );
+}
