@@ -2,7 +2,7 @@ import js from '@eslint/js';
 import tseslint from 'typescript-eslint';
 
 export default tseslint.config(
-  { ignores: ['node_modules/', 'dist/', 'coverage/', '.rocketmq/', 'bench/results/', 'bench/java/'] },
+  { ignores: ['node_modules/', 'dist/', 'coverage/', '.rocketmq/', 'bench/results/', 'bench/java/', 'src/broker/lean/gen/'] },
   js.configs.recommended,
   ...tseslint.configs.recommended,
   {

@@ -1,6 +1,9 @@
 import { Producer } from 'rocketmq-client-nodejs';
 import type { Endpoints, MessageView } from 'rocketmq-client-nodejs';
-import { TransactionResolution as ProtoResolution } from 'rocketmq-client-nodejs/proto/apache/rocketmq/v2/definition_pb';
+import {
+  Permission,
+  TransactionResolution as ProtoResolution,
+} from 'rocketmq-client-nodejs/proto/apache/rocketmq/v2/definition_pb';
 import { BrokerUnavailableError } from '../errors';
 import {
   TX_ID_PROPERTY,
@@ -17,6 +20,34 @@ import { useCustomCa } from './tls';
 import { mapSendError } from './errors';
 import type { BrokerGateway, GatewayConfig, HalfMessage, OutgoingMessage } from './gateway';
 
+/** A queue of a topic's route as the official client caches it, for the lean transport. */
+export interface RouteQueue {
+  queueId: number;
+  /** "host:port" of the proxy that serves the queue, and its parts. */
+  facade: string;
+  host: string;
+  port: number;
+  /** Permission WRITE or READ_WRITE. */
+  writable: boolean;
+  /** MessageType numbers of the v2 protocol (TRANSACTION = 4, NORMAL = 1). */
+  acceptMessageTypes: readonly number[];
+}
+
+interface CachedRoute {
+  messageQueues: Array<{
+    queueId: number;
+    permission: number;
+    acceptMessageTypesList: number[];
+    broker: { endpoints: { facade: string; addressesList: Array<{ host: string; port: number }> } };
+  }>;
+}
+
+interface RouteCacheClient {
+  clientId: string;
+  topicRouteCache: Map<string, CachedRoute>;
+  getRouteData(topic: string): Promise<CachedRoute>;
+}
+
 interface ClientHalf extends HalfMessage {
   readonly endpoints: Endpoints;
   readonly transactionId: string;
@@ -25,6 +56,7 @@ interface ClientHalf extends HalfMessage {
 /** BrokerGateway over rocketmq-client-nodejs 1.0.8, absorbing its known traits (DESIGN.md). */
 export class RocketMqGateway implements BrokerGateway {
   private readonly producer: Producer;
+  private readonly routeViews = new WeakMap<CachedRoute, RouteQueue[]>();
 
   constructor(
     private readonly config: GatewayConfig,
@@ -69,6 +101,36 @@ export class RocketMqGateway implements BrokerGateway {
       await this.shutdown();
       throw err;
     }
+  }
+
+  /** The client's id: the lean transport sends under it, so the proxy sees one client. */
+  clientId(): string {
+    return (this.producer as unknown as RouteCacheClient).clientId;
+  }
+
+  /**
+   * The topic's queues from the client's route cache (refreshed by the client every 30 s), or
+   * from one QueryRoute through the client for a topic it has not cached yet.
+   */
+  async routeQueues(topic: string): Promise<readonly RouteQueue[]> {
+    const client = this.producer as unknown as RouteCacheClient;
+    const route = client.topicRouteCache.get(topic) ?? (await client.getRouteData(topic));
+    let view = this.routeViews.get(route);
+    if (!view) {
+      view = route.messageQueues.map((mq) => {
+        const address = mq.broker.endpoints.addressesList[0]!;
+        return {
+          queueId: mq.queueId,
+          facade: mq.broker.endpoints.facade,
+          host: address.host,
+          port: address.port,
+          writable: mq.permission === Permission.WRITE || mq.permission === Permission.READ_WRITE,
+          acceptMessageTypes: [...mq.acceptMessageTypesList],
+        };
+      });
+      this.routeViews.set(route, view);
+    }
+    return view;
   }
 
   async sendHalf(message: OutgoingMessage): Promise<HalfMessage> {

@@ -16,6 +16,13 @@ export interface HalfMessage {
   readonly topic: string;
 }
 
+/**
+ * How the producer's SendMessage and EndTransaction calls reach the proxy: `official` through
+ * rocketmq-client-nodejs, `lean` through src/broker/lean/ (the official client still does
+ * start-up, routes, heartbeats and check-backs).
+ */
+export type BrokerTransport = 'official' | 'lean';
+
 export type CheckBackHandler = (message: CheckBackMessage) => Promise<TransactionResolution>;
 
 /**
@@ -42,6 +49,8 @@ export interface GatewayConfig {
   startTimeoutMs: number;
   shutdownTimeoutMs: number;
   onCheckBack?: CheckBackHandler;
+  /** Default 'official'. */
+  transport?: BrokerTransport;
 }
 
 /** The connection settings every resolved client option set carries. */
@@ -56,6 +65,7 @@ export interface ClientConnection {
   requestTimeoutMs: number;
   startTimeoutMs: number;
   shutdownTimeoutMs: number;
+  transport?: BrokerTransport;
 }
 
 export function gatewayConfig(o: ClientConnection, onCheckBack?: CheckBackHandler): GatewayConfig {
@@ -70,5 +80,6 @@ export function gatewayConfig(o: ClientConnection, onCheckBack?: CheckBackHandle
     startTimeoutMs: o.startTimeoutMs,
     shutdownTimeoutMs: o.shutdownTimeoutMs,
     ...(onCheckBack ? { onCheckBack } : {}),
+    ...(o.transport ? { transport: o.transport } : {}),
   };
 }

@@ -9,7 +9,7 @@ import {
 } from '../errors';
 import { notInitialized } from '../util/clientOptions';
 import { gatewayConfig, type BrokerGateway, type GatewayConfig, type HalfMessage } from '../broker/gateway';
-import { RocketMqGateway } from '../broker/RocketMqGateway';
+import { createGateway } from '../broker/createGateway';
 import { CheckBackDispatcher, type CheckBackStats } from '../checkback/CheckBackDispatcher';
 import { TxRecordResolver } from '../checkback/TxRecordResolver';
 import { EVENT_ID_PROPERTY, TransactionResolution } from '../checkback/resolution';
@@ -156,7 +156,7 @@ export class TransactionalProducer {
       }
       return answer;
     });
-    this.gateway = (internals.gateway ?? ((c, l) => new RocketMqGateway(c, l)))(config, o.logger);
+    this.gateway = (internals.gateway ?? createGateway)(config, o.logger);
     this.confirmations = new ConfirmationBatcher((ids) => this.store.markConfirmed(ids), o.logger);
     const outbox = this.outbox;
     this.eventConfirmations = new ConfirmationBatcher(

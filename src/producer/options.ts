@@ -14,6 +14,7 @@ import type { CheckBackResolver } from '../checkback/resolution';
 import type { CheckBackOutcome, ResolverScope } from '../checkback/CheckBackDispatcher';
 import { noopLogger, type Logger } from '../util/logger';
 import type { DiscardRecoverySettings } from '../relay/DiscardRecovery';
+import type { BrokerTransport } from '../broker/gateway';
 import {
   optionalBoolean,
   optionalFunctionsOf,
@@ -110,6 +111,14 @@ export interface TransactionalProducerOptions {
    * delivered). Default on, with the defaults of {@link DiscardRecoveryOptions}.
    */
   discardRecovery?: false | DiscardRecoveryOptions;
+  /**
+   * How half messages, their commit/rollback and normal sends reach the proxy. `'official'`
+   * (default): rocketmq-client-nodejs. `'lean'`: generated protocol code over one HTTP/2
+   * connection per proxy (@connectrpc/connect-node), same headers, signatures, TLS, deadlines
+   * and typed errors, sends spread over every writable queue; the official client still does
+   * start-up, routes, heartbeats and check-backs. See docs/producer.md.
+   */
+  transport?: BrokerTransport;
   logger?: Logger;
 }
 
@@ -135,6 +144,7 @@ export interface ResolvedProducerOptions {
   outboxFallback: boolean;
   /** null: off. */
   discardRecovery: DiscardRecoverySettings | null;
+  transport: BrokerTransport;
   logger: Logger;
 }
 
@@ -155,6 +165,7 @@ const KNOWN = [
   'delivery',
   'outboxFallback',
   'discardRecovery',
+  'transport',
   'logger',
 ] as const;
 const DISCARD_RECOVERY_KNOWN = ['horizonMs', 'intervalMs', 'batchSize', 'leaseMs'] as const;
@@ -235,8 +246,17 @@ export function resolveProducerOptions(input: unknown): ResolvedProducerOptions 
     delivery: resolveDeliveryMode('delivery', o.delivery, 'transactional'),
     outboxFallback: optionalBoolean('outboxFallback', o.outboxFallback, false),
     discardRecovery: resolveDiscardRecovery(o.discardRecovery),
+    transport: resolveTransport(o.transport),
     logger,
   };
+}
+
+function resolveTransport(value: unknown): BrokerTransport {
+  if (value === undefined) return 'official';
+  if (value !== 'official' && value !== 'lean') {
+    throw new InvalidOptionError('transport', value, '"official" or "lean"');
+  }
+  return value;
 }
 
 function resolveDiscardRecovery(value: unknown): DiscardRecoverySettings | null {

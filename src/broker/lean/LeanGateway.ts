@@ -1,0 +1,185 @@
+import { hostname } from 'node:os';
+import { timestampFromMs } from '@bufbuild/protobuf/wkt';
+import { MessageIdFactory } from 'rocketmq-client-nodejs/dist/message/MessageId';
+import { UserAgent } from 'rocketmq-client-nodejs/dist/client/UserAgent';
+import { BrokerUnavailableError, InvalidMessageError } from '../../errors';
+import { mapSendError } from '../errors';
+import type { BrokerGateway, GatewayConfig, HalfMessage, OutgoingMessage } from '../gateway';
+import { RocketMqGateway, type RouteQueue } from '../RocketMqGateway';
+import type { Logger } from '../../util/logger';
+import { Channel } from './channel';
+import { RequestHeaders } from './headers';
+import { sendMessageRequest, endTransactionRequest, firstReceipt } from './codec';
+import { MessageType } from './gen/apache/rocketmq/v2/definition_pb';
+import { RocketMqStatusError, statusError } from './status';
+
+interface LeanHalf extends HalfMessage {
+  readonly transactionId: string;
+  readonly channel: Channel;
+}
+
+/** Same attempts as the official client for a normal send (transactional sends: one). */
+const NORMAL_SEND_ATTEMPTS = 3;
+const KEEPALIVE_MS = 30_000;
+const KEEPALIVE_TIMEOUT_MS = 10_000;
+const BACKOFF = { baseMs: 100, maxMs: 5_000 };
+
+/**
+ * BrokerGateway whose two hot calls, SendMessage (half and normal messages) and
+ * EndTransaction, go straight over HTTP/2 with code generated from the RocketMQ v2 protocol
+ * (@bufbuild/protobuf + @connectrpc/connect-node), while the official client keeps everything
+ * else: start-up, routes, telemetry session and heartbeats, check-backs (which it answers
+ * through its own EndTransaction) and shutdown. Sends carry the official client's id and the
+ * same signed headers, and spread over every writable queue of the route that accepts the
+ * message type (the official client writes queue 0 only, rocketmq-clients #1093).
+ * FIFO sends (messageGroup) stay on the official path, which hashes the group to its queue.
+ */
+export class LeanGateway implements BrokerGateway {
+  private readonly channels = new Map<string, Channel>();
+  private readonly cursors = new Map<string, number>();
+  private headers: RequestHeaders | undefined;
+  private readonly bornHost = hostname();
+
+  constructor(
+    private readonly config: GatewayConfig,
+    logger: Logger,
+    private readonly official: RocketMqGateway = new RocketMqGateway(config, logger),
+  ) {}
+
+  async start(): Promise<void> {
+    await this.official.start();
+    this.headers = new RequestHeaders({
+      clientId: this.official.clientId(),
+      namespace: this.config.namespace,
+      ...(this.config.credentials ? { credentials: this.config.credentials } : {}),
+      clientVersion: UserAgent.INSTANCE.version,
+    });
+  }
+
+  async sendHalf(message: OutgoingMessage): Promise<HalfMessage> {
+    if (message.messageGroup !== undefined) {
+      throw new InvalidMessageError(
+        'message.messageGroup',
+        message.messageGroup,
+        'no messageGroup on a transactional message',
+      );
+    }
+    try {
+      const queue = await this.pickQueue(message.topic, MessageType.TRANSACTION, 0);
+      const channel = this.channel(queue);
+      const receipt = await this.sendOnce(channel, message, queue, MessageType.TRANSACTION);
+      const half: LeanHalf = {
+        messageId: receipt.messageId,
+        topic: message.topic,
+        transactionId: receipt.transactionId,
+        channel,
+      };
+      return half;
+    } catch (err) {
+      throw this.sendFailure(err, message.topic);
+    }
+  }
+
+  async endTransaction(half: HalfMessage, commit: boolean): Promise<void> {
+    const h = half as LeanHalf;
+    try {
+      const request = endTransactionRequest(
+        this.config.namespace,
+        h.topic,
+        h.messageId,
+        h.transactionId,
+        commit,
+      );
+      await h.channel.call(async (client) => {
+        const response = await client.endTransaction(request, this.callOptions());
+        const failure = statusError(response.status);
+        if (failure) throw failure;
+      });
+    } catch (err) {
+      throw new BrokerUnavailableError(
+        `EndTransaction(${commit ? 'COMMIT' : 'ROLLBACK'}) for message ${h.messageId} failed`,
+        err,
+      );
+    }
+  }
+
+  async send(message: OutgoingMessage): Promise<{ messageId: string }> {
+    if (message.messageGroup !== undefined) return this.official.send(message);
+    let lastError: unknown;
+    for (let attempt = 0; attempt < NORMAL_SEND_ATTEMPTS; attempt++) {
+      try {
+        const queue = await this.pickQueue(message.topic, MessageType.NORMAL, attempt);
+        const receipt = await this.sendOnce(this.channel(queue), message, queue, MessageType.NORMAL);
+        return { messageId: receipt.messageId };
+      } catch (err) {
+        lastError = err;
+        if (err instanceof RocketMqStatusError && !err.transient) break;
+        if (err instanceof TypeError) break;
+      }
+    }
+    throw this.sendFailure(lastError, message.topic);
+  }
+
+  /** Never rejects (as RocketMqGateway.shutdown). */
+  async shutdown(): Promise<void> {
+    for (const channel of this.channels.values()) channel.close();
+    this.channels.clear();
+    await this.official.shutdown();
+  }
+
+  private async sendOnce(channel: Channel, message: OutgoingMessage, queue: RouteQueue, type: MessageType) {
+    const request = sendMessageRequest(message, {
+      namespace: this.config.namespace,
+      queueId: queue.queueId,
+      messageId: MessageIdFactory.create().toString(),
+      messageType: type,
+      bornHost: this.bornHost,
+      bornTimestamp: timestampFromMs(Date.now()),
+    });
+    return channel.call(async (client) =>
+      firstReceipt(await client.sendMessage(request, this.callOptions())),
+    );
+  }
+
+  private callOptions() {
+    if (!this.headers) throw new BrokerUnavailableError('the lean transport is not started');
+    return { timeoutMs: this.config.requestTimeoutMs, headers: this.headers.next() };
+  }
+
+  /** Round robin over the writable queues that accept the type; `skip` moves retries on. */
+  private async pickQueue(topic: string, type: MessageType, skip: number): Promise<RouteQueue> {
+    const all = await this.official.routeQueues(topic);
+    const usable = all.filter((q) => q.writable && q.acceptMessageTypes.includes(type));
+    if (usable.length === 0) {
+      // The official client's wording, which mapSendError turns into InvalidMessageError.
+      throw new TypeError(
+        `Current message type not match with topic accept message types, topic=${topic}, actualMessageType=${type}`,
+      );
+    }
+    const next = (this.cursors.get(topic) ?? 0) + 1;
+    this.cursors.set(topic, next % 1_000_000_007);
+    return usable[(next + skip) % usable.length]!;
+  }
+
+  private channel(queue: RouteQueue): Channel {
+    let channel = this.channels.get(queue.facade);
+    if (!channel) {
+      channel = new Channel({
+        host: queue.host,
+        port: queue.port,
+        sslEnabled: this.config.sslEnabled,
+        ...(this.config.tlsCa ? { tlsCa: this.config.tlsCa } : {}),
+        keepaliveMs: KEEPALIVE_MS,
+        keepaliveTimeoutMs: KEEPALIVE_TIMEOUT_MS,
+        connectTimeoutMs: this.config.requestTimeoutMs,
+        backoff: BACKOFF,
+      });
+      this.channels.set(queue.facade, channel);
+    }
+    return channel;
+  }
+
+  private sendFailure(err: unknown, topic: string): Error {
+    return mapSendError(err, topic, 'message', this.config.endpoints, this.config.credentials?.accessKey);
+  }
+}
