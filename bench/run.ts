@@ -1,11 +1,13 @@
 /**
- * npm run bench [-- --quick] [-- --profile] [-- --no-java]
+ * npm run bench [-- --quick] [-- --profile] [-- --no-java] [-- --no-lean]
  *
  * Transactional produce, side by side in one run on the same broker and database, the columns
  * interleaved in short rounds so the noise of a shared machine hits all of them:
  *   ours      TransactionalProducer.transact (half, tx_record + outbox row + business row, commit, end)
  *   baseline  raw rocketmq-client-nodejs + mysql2, hand-written (half, tx_record, business row, commit, end)
  *   raw       raw client, half + end, no database (the upper bound)
+ *   lean      ours with transport: 'lean' (SendMessage/EndTransaction over src/broker/lean)
+ *   rawlean   raw over the lean transport (LeanGateway: half + end, no database)
  *   java      rocketmq-client-java 5 + MariaDB Connector/J, the baseline's steps (bench/java)
  * then producer-process scaling, the correctness check (every committed message received, no
  * rolled-back one), check-back resolution, relay and consumer rates, and memory over many
@@ -48,7 +50,7 @@ import {
 } from './lib/system';
 import { Worker, nodeWorkerSpec, type CheckBackCounts, type RunResult, type WorkerSpec } from './lib/worker';
 
-type Column = 'ours' | 'baseline' | 'raw' | 'java';
+type Column = 'ours' | 'lean' | 'baseline' | 'raw' | 'rawlean' | 'java';
 
 interface Settings {
   mode: 'quick' | 'full';
@@ -65,6 +67,8 @@ interface Settings {
   memoryConcurrency: number;
   profile: boolean;
   java: boolean;
+  /** The `lean` and `rawlean` columns (the lean transport); `--no-lean` skips them. */
+  lean: boolean;
 }
 
 /** One line of the scaling table: k producer processes of `ours`. */
@@ -131,6 +135,7 @@ function parseArgs(argv: string[]): Settings {
     memoryConcurrency: 64,
     profile: argv.includes('--profile'),
     java: !argv.includes('--no-java'),
+    lean: !argv.includes('--no-lean'),
   };
 }
 
@@ -139,7 +144,9 @@ const RESULTS = path.join(ROOT, 'bench', 'results');
 const TMP = path.join(RESULTS, 'tmp');
 const COLORS: Record<Column, string> = {
   ours: '#d62728',
+  lean: '#ff7f0e',
   baseline: '#1f77b4',
+  rawlean: '#bcbd22',
   raw: '#7f7f7f',
   java: '#2ca02c',
 };
@@ -236,6 +243,12 @@ async function main(): Promise<void> {
     ours: nodeWorkerSpec('ours', 'ours', TOPICS.ours, GROUPS.ours, profFlags('ours')),
     baseline: nodeWorkerSpec('baseline', 'baseline', TOPICS.baseline, GROUPS.baseline, profFlags('baseline')),
     raw: nodeWorkerSpec('raw', 'raw', TOPICS.raw, GROUPS.raw),
+    ...(s.lean
+      ? {
+          lean: nodeWorkerSpec('lean', 'lean', TOPICS.lean, GROUPS.lean),
+          rawlean: nodeWorkerSpec('rawlean', 'rawlean', TOPICS.rawlean, GROUPS.rawlean),
+        }
+      : {}),
   };
   let javaSkipped: string | undefined;
   if (s.java) {
@@ -247,7 +260,9 @@ async function main(): Promise<void> {
     javaSkipped = '--no-java';
   }
   if (javaSkipped) log(`java column skipped: ${javaSkipped}`);
-  const columns = (['ours', 'baseline', 'raw', 'java'] as Column[]).filter((c) => specs[c]);
+  const columns = (['ours', 'lean', 'baseline', 'raw', 'rawlean', 'java'] as Column[]).filter(
+    (c) => specs[c],
+  );
 
   // Collectors first: their groups must exist before the first message.
   log('starting collectors (one long poll each)');
@@ -299,7 +314,18 @@ async function main(): Promise<void> {
   for (const c of columns) await runOne(c, 16, Math.min(2000, s.roundMs), 'w');
 
   const cells: CellFigures[] = [];
-  const ratioRounds = new Map<number, { tps: number[]; p99: number[]; tpsJava: number[] }>();
+  const ratioRounds = new Map<
+    number,
+    {
+      tps: number[];
+      p99: number[];
+      tpsJava: number[];
+      leanTps: number[];
+      leanP99: number[];
+      leanOverOurs: number[];
+      rawleanOverRaw: number[];
+    }
+  >();
   for (const conc of s.concurrency) {
     const per = new Map<Column, { rounds: RoundFigures[]; lat: number[] }>();
     for (const c of columns) per.set(c, { rounds: [], lat: [] });
@@ -331,12 +357,29 @@ async function main(): Promise<void> {
       const ours = per.get('ours')!.rounds[round];
       const base = per.get('baseline')!.rounds[round];
       const java = per.get('java')?.rounds[round];
-      const rr = ratioRounds.get(conc) ?? { tps: [], p99: [], tpsJava: [] };
+      const lean = per.get('lean')?.rounds[round];
+      const raw = per.get('raw')?.rounds[round];
+      const rawlean = per.get('rawlean')?.rounds[round];
+      const rr = ratioRounds.get(conc) ?? {
+        tps: [],
+        p99: [],
+        tpsJava: [],
+        leanTps: [],
+        leanP99: [],
+        leanOverOurs: [],
+        rawleanOverRaw: [],
+      };
       if (ours && base) {
         rr.tps.push(ours.tps / base.tps);
         rr.p99.push(ours.p99 / base.p99);
       }
       if (ours && java) rr.tpsJava.push(ours.tps / java.tps);
+      if (lean && base) {
+        rr.leanTps.push(lean.tps / base.tps);
+        rr.leanP99.push(lean.p99 / base.p99);
+      }
+      if (lean && ours) rr.leanOverOurs.push(lean.tps / ours.tps);
+      if (rawlean && raw) rr.rawleanOverRaw.push(rawlean.tps / raw.tps);
       ratioRounds.set(conc, rr);
     }
     for (const col of columns) {
@@ -513,6 +556,14 @@ async function main(): Promise<void> {
       oursOverBaselineTps: spread(r.tps),
       oursOverBaselineP99: spread(r.p99),
       oursOverJavaTps: spread(r.tpsJava),
+      ...(r.leanTps.length
+        ? {
+            leanOverBaselineTps: spread(r.leanTps),
+            leanOverBaselineP99: spread(r.leanP99),
+            leanOverOursTps: spread(r.leanOverOurs),
+            rawleanOverRawTps: spread(r.rawleanOverRaw),
+          }
+        : {}),
     })),
     scaling,
     checkBack: checkBack && { ...checkBack, committedKeys: undefined, rolledBackKeys: undefined },
@@ -571,6 +622,10 @@ type Report = {
     oursOverBaselineTps: Spread;
     oursOverBaselineP99: Spread;
     oursOverJavaTps: Spread;
+    leanOverBaselineTps?: Spread;
+    leanOverBaselineP99?: Spread;
+    leanOverOursTps?: Spread;
+    rawleanOverRawTps?: Spread;
   }>;
   scaling: ScalingRow[];
   checkBack:
@@ -711,6 +766,25 @@ function renderMarkdown(r: Report, columns: Column[], s: Settings): string {
     ),
     '',
   );
+  if (r.ratios.some((x) => x.leanOverOursTps)) {
+    out.push(
+      "The lean transport (`transport: 'lean'`, src/broker/lean): `lean` is `ours` with it, `rawlean` is `raw` with it. Ratios per round, median (min–max):",
+      '',
+    );
+    out.push(
+      markdownTable(
+        ['conc', 'lean/baseline tx/s', 'lean/baseline p99', 'lean/ours tx/s', 'rawlean/raw tx/s'],
+        r.ratios.map((x) => [
+          String(x.concurrency),
+          x.leanOverBaselineTps ? range(x.leanOverBaselineTps, 2) : '-',
+          x.leanOverBaselineP99 ? range(x.leanOverBaselineP99, 2) : '-',
+          x.leanOverOursTps ? range(x.leanOverOursTps, 2) : '-',
+          x.rawleanOverRawTps ? range(x.rawleanOverRawTps, 2) : '-',
+        ]),
+      ),
+      '',
+    );
+  }
   out.push(`Scaling with producer processes (ours, c=${s.scalingConcurrency} each):`, '');
   out.push(
     markdownTable(

@@ -25,6 +25,8 @@ export const TOPICS = {
   baseline: 'bench_tx_1',
   raw: 'bench_tx_2',
   java: 'bench_tx_3',
+  lean: 'bench_tx_4',
+  rawlean: 'bench_tx_5',
   normal: 'bench_normal_0',
 } as const;
 
@@ -38,6 +40,8 @@ export const GROUPS = {
   baseline: `${BENCH_DB}_baseline`,
   raw: `${BENCH_DB}_raw`,
   java: `${BENCH_DB}_java`,
+  lean: `${BENCH_DB}_lean`,
+  rawlean: `${BENCH_DB}_rawlean`,
   checkBack: `${BENCH_DB}_checkback`,
   relay: `${BENCH_DB}_relay`,
 } as const;

@@ -37,7 +37,7 @@ const ROOT = path.resolve(__dirname, '..', '..');
 
 export function nodeWorkerSpec(
   name: string,
-  mode: 'ours' | 'baseline' | 'raw',
+  mode: 'ours' | 'lean' | 'baseline' | 'raw' | 'rawlean',
   topic: string,
   group: string,
   nodeFlags: string[] = [],

@@ -1,7 +1,8 @@
 /**
- * One bench column in its own process: `ours` (TransactionalProducer.transact), `baseline` (raw
- * rocketmq-client-nodejs + mysql2, hand-written: half, BEGIN, tx_record, business row, COMMIT,
- * EndTransaction) or `raw` (half + EndTransaction, no database: the upper bound).
+ * One bench column in its own process: `ours` (TransactionalProducer.transact), `lean` (the
+ * same with `transport: 'lean'`), `baseline` (raw rocketmq-client-nodejs + mysql2, hand-written:
+ * half, BEGIN, tx_record, business row, COMMIT, EndTransaction), `raw` (half + EndTransaction,
+ * no database: the upper bound) or `rawlean` (raw over the lean transport).
  * Same protocol as bench/java: commands on stdin, one `RESULT {json}` line on stdout each.
  *   run CONCURRENCY DURATION_MS ROLLBACK_EVERY KEY_PREFIX      (KEY_PREFIX = <tag>-<column...>)
  *   mem TOTAL CONCURRENCY KEY_PREFIX                           (ours only: RSS/heap samples)
@@ -19,10 +20,12 @@ import { TransactionResolution as Proto } from 'rocketmq-client-nodejs/proto/apa
 import type { DataSource } from 'typeorm';
 import { TransactionalProducer } from '../../src';
 import { startClient } from '../../src/broker/startup';
+import { LeanGateway } from '../../src/broker/lean/LeanGateway';
+import { TransactionResolution } from '../../src/checkback/resolution';
 import { BENCH_DB_URL, ENDPOINTS, POOL_SIZE, openBenchDataSource, quietLogger } from '../lib/env';
 import type { CheckBackCounts, RunResult } from '../lib/worker';
 
-type Mode = 'ours' | 'baseline' | 'raw';
+type Mode = 'ours' | 'lean' | 'baseline' | 'raw' | 'rawlean';
 type OneTx = (key: string, rollback: boolean) => Promise<boolean>;
 
 /** Thrown by the bench's work function to roll a transaction back on purpose. */
@@ -75,6 +78,8 @@ async function setupOurs(): Promise<Setup> {
     producerGroup: group,
     topics: [topic],
     startTimeoutMs: 30_000,
+    // `lean`: the same producer with SendMessage/EndTransaction on the lean transport.
+    transport: mode === 'lean' ? 'lean' : 'official',
   });
   await producer.start();
   const tx: OneTx = async (key, rollback) => {
@@ -215,6 +220,47 @@ async function setupRaw(): Promise<Setup> {
   return { tx, checks: () => takeChecks(checks), close: () => producer.shutdown().catch(() => undefined) };
 }
 
+/** `raw` over the lean transport (src/broker/lean): half + EndTransaction, no database. */
+async function setupRawLean(): Promise<Setup> {
+  const outcomes = new Map<string, boolean>();
+  const checks = newCheckBackCounts();
+  const gateway = new LeanGateway(
+    {
+      endpoints: ENDPOINTS,
+      namespace: '',
+      topics: [topic],
+      sslEnabled: false,
+      requestTimeoutMs: 3000,
+      startTimeoutMs: 30_000,
+      shutdownTimeoutMs: 5000,
+      onCheckBack: async (m) => {
+        const committed = m.keys[0] === undefined ? undefined : outcomes.get(m.keys[0]);
+        if (committed === undefined) {
+          checks.unknown++;
+          return TransactionResolution.UNKNOWN;
+        }
+        checks[committed ? 'commit' : 'rollback']++;
+        return committed ? TransactionResolution.COMMIT : TransactionResolution.ROLLBACK;
+      },
+    },
+    quietLogger,
+  );
+  await gateway.start();
+  const tx: OneTx = async (key, rollback) => {
+    const half = await gateway.sendHalf({
+      topic,
+      tag: tagOf(key),
+      keys: [key],
+      properties: {},
+      body: Buffer.from(body(key)),
+    });
+    outcomes.set(key, !rollback);
+    await gateway.endTransaction(half, !rollback);
+    return !rollback;
+  };
+  return { tx, checks: () => takeChecks(checks), close: () => gateway.shutdown() };
+}
+
 function newCheckBackCounts(): CheckBackCounts {
   return { commit: 0, rollback: 0, unknown: 0 };
 }
@@ -324,8 +370,14 @@ async function memory(tx: OneTx, total: number, concurrency: number, prefix: str
 }
 
 async function main(): Promise<void> {
-  const setup =
-    mode === 'ours' ? setupOurs : mode === 'baseline' ? setupBaseline : mode === 'raw' ? setupRaw : undefined;
+  const setups: Record<Mode, () => Promise<Setup>> = {
+    ours: setupOurs,
+    lean: setupOurs,
+    baseline: setupBaseline,
+    raw: setupRaw,
+    rawlean: setupRawLean,
+  };
+  const setup = setups[mode];
   if (!setup) throw new Error(`unknown mode ${String(mode)}`);
   const { tx, checks, close } = await setup();
   out('READY {}');

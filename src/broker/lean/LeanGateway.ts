@@ -9,6 +9,7 @@ import { RocketMqGateway, type RouteQueue } from '../RocketMqGateway';
 import type { Logger } from '../../util/logger';
 import { Channel } from './channel';
 import { RequestHeaders } from './headers';
+import { QueueSelector } from './queues';
 import { sendMessageRequest, endTransactionRequest, firstReceipt } from './codec';
 import { MessageType } from './gen/apache/rocketmq/v2/definition_pb';
 import { RocketMqStatusError, statusError } from './status';
@@ -36,7 +37,7 @@ const BACKOFF = { baseMs: 100, maxMs: 5_000 };
  */
 export class LeanGateway implements BrokerGateway {
   private readonly channels = new Map<string, Channel>();
-  private readonly cursors = new Map<string, number>();
+  private readonly queues = new QueueSelector();
   private headers: RequestHeaders | undefined;
   private readonly bornHost = hostname();
 
@@ -146,19 +147,8 @@ export class LeanGateway implements BrokerGateway {
     return { timeoutMs: this.config.requestTimeoutMs, headers: this.headers.next() };
   }
 
-  /** Round robin over the writable queues that accept the type; `skip` moves retries on. */
   private async pickQueue(topic: string, type: MessageType, skip: number): Promise<RouteQueue> {
-    const all = await this.official.routeQueues(topic);
-    const usable = all.filter((q) => q.writable && q.acceptMessageTypes.includes(type));
-    if (usable.length === 0) {
-      // The official client's wording, which mapSendError turns into InvalidMessageError.
-      throw new TypeError(
-        `Current message type not match with topic accept message types, topic=${topic}, actualMessageType=${type}`,
-      );
-    }
-    const next = (this.cursors.get(topic) ?? 0) + 1;
-    this.cursors.set(topic, next % 1_000_000_007);
-    return usable[(next + skip) % usable.length]!;
+    return this.queues.select(topic, await this.official.routeQueues(topic), type, skip);
   }
 
   private channel(queue: RouteQueue): Channel {
