@@ -9,6 +9,20 @@ export interface Received {
   properties: Record<string, string>;
   body: string;
   deliveryAttempt?: number;
+  /** The queue the message was stored in, read from its receipt handle (undefined if unreadable). */
+  queueId?: number;
+}
+
+/**
+ * RocketMQ 5.3's receipt handle: "startOffset retrieveTime invisibleTime reviveQueueId
+ * topicType brokerName queueId offset commitLogOffset" (space-separated; the broker name is the
+ * first field that is not a number). Undefined when the format is not that.
+ */
+export function queueIdOf(receiptHandle: string): number | undefined {
+  const fields = receiptHandle.split(' ');
+  const broker = fields.findIndex((f) => !/^-?\d+$/.test(f));
+  const q = broker >= 0 ? fields[broker + 1] : undefined;
+  return q !== undefined && /^\d+$/.test(q) ? Number(q) : undefined;
 }
 
 const quiet = { info() {}, warn() {}, error() {}, debug() {} };
@@ -74,6 +88,7 @@ export class Collector {
             properties,
             body: v.body.toString('utf8'),
             ...(v.deliveryAttempt !== undefined ? { deliveryAttempt: v.deliveryAttempt } : {}),
+            ...(queueIdOf(v.receiptHandle) !== undefined ? { queueId: queueIdOf(v.receiptHandle) } : {}),
           });
         }
         // Acked together: one round trip per message in turn made the collector the bottleneck

@@ -5,6 +5,18 @@
 export const ENDPOINTS: string =
   process.env.ROCKETMQ_ENDPOINTS ?? `127.0.0.1:${8081 + Number(process.env.ROCKETMQ_TX_PORT_OFFSET || 0)}`;
 
+/**
+ * The producers' transport for the suite: ROCKETMQ_TX_TRANSPORT=lean runs every producer made
+ * by makeProducer() over the lean transport; unset, the producer default (official).
+ */
+export const TRANSPORT: 'lean' | 'official' | undefined = (() => {
+  const t = process.env.ROCKETMQ_TX_TRANSPORT;
+  if (t === undefined || t === '') return undefined;
+  if (t !== 'lean' && t !== 'official')
+    throw new Error(`ROCKETMQ_TX_TRANSPORT must be lean or official, got ${t}`);
+  return t;
+})();
+
 /** Database for integration tests (MariaDB/MySQL). */
 export const DB_URL: string = process.env.ROCKETMQ_TX_DB_URL ?? 'mysql://root@127.0.0.1:3306/test';
 

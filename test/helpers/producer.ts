@@ -1,8 +1,8 @@
 import type { DataSource } from 'typeorm';
 import { TransactionalProducer, type TransactionalProducerOptions } from '../../src';
-import { RocketMqGateway } from '../../src/broker/RocketMqGateway';
+import { createGateway } from '../../src/broker/createGateway';
 import type { BrokerGateway, HalfMessage } from '../../src/broker/gateway';
-import { ENDPOINTS } from './env';
+import { ENDPOINTS, TRANSPORT } from './env';
 
 export interface Interceptors {
   /** Runs after a half message was accepted, before the local transaction starts. */
@@ -11,7 +11,10 @@ export interface Interceptors {
   beforeEnd?: (half: HalfMessage, commit: boolean) => Promise<boolean>;
 }
 
-/** A producer on the real broker; interceptors wrap the real gateway to open crash windows. */
+/**
+ * A producer on the real broker; interceptors wrap the real gateway to open crash windows.
+ * ROCKETMQ_TX_TRANSPORT=lean runs it over the lean transport unless `options.transport` says.
+ */
 export function makeProducer(
   dataSource: DataSource,
   options: Partial<TransactionalProducerOptions> & { topics: string[]; producerGroup: string },
@@ -19,12 +22,18 @@ export function makeProducer(
   internals: { withoutOutbox?: boolean } = {},
 ): TransactionalProducer {
   return new TransactionalProducer(
-    { endpoints: ENDPOINTS, dataSource, startTimeoutMs: 30_000, ...options },
+    {
+      endpoints: ENDPOINTS,
+      dataSource,
+      startTimeoutMs: 30_000,
+      ...(TRANSPORT ? { transport: TRANSPORT } : {}),
+      ...options,
+    },
     {
       // withoutOutbox: a publisher that writes no outbox rows (to re-send an eventId on purpose).
       ...(internals.withoutOutbox ? { outbox: null } : {}),
       gateway: (config, logger) => {
-        const real = new RocketMqGateway(config, logger);
+        const real = createGateway(config, logger);
         const wrapped: BrokerGateway = {
           start: () => real.start(),
           send: (m) => real.send(m),

@@ -1,6 +1,7 @@
-import { toBinary, create } from '@bufbuild/protobuf';
+import * as http2 from 'node:http2';
+import { createServer, type AddressInfo } from 'node:net';
+import { create, toBinary } from '@bufbuild/protobuf';
 import { timestampFromMs } from '@bufbuild/protobuf/wkt';
-import { Code as GrpcCode, ConnectError } from '@connectrpc/connect';
 import { Producer } from 'rocketmq-client-nodejs';
 import { SendMessageRequest as OfficialSendMessageRequest } from 'rocketmq-client-nodejs/proto/apache/rocketmq/v2/service_pb';
 import { EndTransactionRequest as OfficialEndTransactionRequest } from 'rocketmq-client-nodejs/proto/apache/rocketmq/v2/service_pb';
@@ -16,21 +17,24 @@ import {
 import { mapSendError } from '../../src/broker/errors';
 import type { RouteQueue } from '../../src/broker/RocketMqGateway';
 import { Channel } from '../../src/broker/lean/channel';
-import { endTransactionRequest, firstReceipt, sendMessageRequest } from '../../src/broker/lean/codec';
+import {
+  END_TRANSACTION,
+  SEND_MESSAGE,
+  decodeSendMessage,
+  endTransactionRequest,
+  firstReceipt,
+  sendMessageRequest,
+} from '../../src/broker/lean/codec';
 import {
   Code,
   MessageType,
   TransactionResolution,
   TransactionSource,
 } from '../../src/broker/lean/gen/apache/rocketmq/v2/definition_pb';
-import {
-  EndTransactionRequestSchema,
-  SendMessageRequestSchema,
-  SendMessageResponseSchema,
-} from '../../src/broker/lean/gen/apache/rocketmq/v2/service_pb';
+import { SendMessageResponseSchema } from '../../src/broker/lean/gen/apache/rocketmq/v2/service_pb';
 import { RequestHeaders, authorization, requestDateTime, sign } from '../../src/broker/lean/headers';
 import { QueueSelector } from '../../src/broker/lean/queues';
-import { RocketMqStatusError, statusError, transportError } from '../../src/broker/lean/status';
+import { GrpcTransportError, RocketMqStatusError, statusError } from '../../src/broker/lean/status';
 import { resolveProducerOptions } from '../../src/producer/options';
 import { fakeDataSource, Journal } from './fakes/fakes';
 
@@ -126,7 +130,7 @@ describe('lean transport: codec', () => {
       bornHost: 'host-a',
       bornTimestamp: timestampFromMs(1_700_000_000_123),
     });
-    const bytes = toBinary(SendMessageRequestSchema, create(SendMessageRequestSchema, init));
+    const bytes = init;
     const decoded = OfficialSendMessageRequest.deserializeBinary(bytes);
     expect(decoded.getMessagesList()).toHaveLength(1);
     const m = decoded.getMessagesList()[0]!;
@@ -148,7 +152,7 @@ describe('lean transport: codec', () => {
   it('encodes EndTransaction with the resolution and SOURCE_CLIENT', () => {
     for (const commit of [true, false]) {
       const init = endTransactionRequest('ns1', 'orders_tx', 'MID', 'TID', commit);
-      const bytes = toBinary(EndTransactionRequestSchema, create(EndTransactionRequestSchema, init));
+      const bytes = init;
       const d = OfficialEndTransactionRequest.deserializeBinary(bytes);
       expect(d.getTopic()?.getName()).toBe('orders_tx');
       expect(d.getTopic()?.getResourceNamespace()).toBe('ns1');
@@ -213,19 +217,21 @@ describe('lean transport: status codes to typed errors', () => {
   it('maps gRPC transport failures: refused and deadline are retriable, a certificate failure is TlsError', () => {
     const refused = Object.assign(new Error('connect ECONNREFUSED 127.0.0.1:1'), { code: 'ECONNREFUSED' });
     const e1 = map(
-      transportError(new ConnectError('connect failed', GrpcCode.Unavailable, undefined, undefined, refused)),
+      new GrpcTransportError(14, 'connection failed: ECONNREFUSED: connect ECONNREFUSED', { cause: refused }),
     );
     expect(e1).toBeInstanceOf(BrokerUnavailableError);
     expect(e1.message).toContain('ECONNREFUSED');
 
-    const e2 = map(transportError(new ConnectError('the operation timed out', GrpcCode.DeadlineExceeded)));
+    const e2 = map(new GrpcTransportError(4, 'deadline of 3000 ms exceeded'));
     expect(e2).toBeInstanceOf(BrokerUnavailableError);
     expect(e2.retriable).toBe(true);
 
-    const cert = Object.assign(new Error('unable to verify the first certificate'), {
-      code: 'UNABLE_TO_VERIFY_LEAF_SIGNATURE',
-    });
-    const e3 = map(transportError(new ConnectError('tls', GrpcCode.Internal, undefined, undefined, cert)));
+    const e3 = map(
+      new GrpcTransportError(
+        14,
+        'connection failed: ERR_HTTP2_STREAM_CANCEL: The pending stream has been canceled (caused by: unable to verify the first certificate)',
+      ),
+    );
     expect(e3).toBeInstanceOf(TlsError);
     expect(e3.retriable).toBe(false);
   });
@@ -269,52 +275,196 @@ describe('lean transport: queue spreading', () => {
   });
 });
 
-describe('lean transport: reconnect backoff', () => {
-  it('fails fast during the backoff after a connection failure, grows it, and resets after a success', async () => {
-    let now = 1_000_000;
-    const channel = new Channel({
-      host: '127.0.0.1',
-      port: 1,
-      sslEnabled: false,
-      keepaliveMs: 30_000,
-      keepaliveTimeoutMs: 10_000,
-      connectTimeoutMs: 1000,
-      backoff: { baseMs: 100, maxMs: 1000 },
-      clock: () => now,
-      random: () => 1,
+/** A local HTTP/2 server answering gRPC unary calls as `answer` says. */
+async function grpcServer(
+  answer: (stream: http2.ServerHttp2Stream, headers: http2.IncomingHttpHeaders, body: Buffer) => void,
+) {
+  const server = http2.createServer();
+  const sessions = new Set<http2.ServerHttp2Session>();
+  server.on('session', (s) => {
+    sessions.add(s);
+    s.on('close', () => sessions.delete(s));
+  });
+  server.on('stream', (stream, headers) => {
+    const chunks: Buffer[] = [];
+    stream.on('data', (c: Buffer) => chunks.push(c));
+    stream.on('end', () => answer(stream, headers, Buffer.concat(chunks)));
+  });
+  await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
+  const port = (server.address() as AddressInfo).port;
+  return {
+    port,
+    sessions,
+    close: async () => {
+      for (const s of sessions) s.destroy();
+      await new Promise((r) => server.close(r));
+    },
+  };
+}
+
+async function waitUntil(cond: () => boolean, timeoutMs = 5000): Promise<void> {
+  const start = Date.now();
+  while (!cond()) {
+    if (Date.now() - start > timeoutMs) throw new Error('condition not reached');
+    await new Promise((r) => setTimeout(r, 10));
+  }
+}
+
+function frame(bytes: Uint8Array): Buffer {
+  const out = Buffer.alloc(5 + bytes.length);
+  out.writeUInt32BE(bytes.length, 1);
+  out.set(bytes, 5);
+  return out;
+}
+
+function channelTo(port: number, extra: Partial<ConstructorParameters<typeof Channel>[0]> = {}) {
+  return new Channel({
+    host: '127.0.0.1',
+    port,
+    sslEnabled: false,
+    keepaliveMs: 30_000,
+    keepaliveTimeoutMs: 10_000,
+    connectTimeoutMs: 2000,
+    backoff: { baseMs: 100, maxMs: 1000 },
+    ...extra,
+  });
+}
+
+describe('lean transport: the HTTP/2 gRPC channel', () => {
+  const okResponse = toBinary(
+    SendMessageResponseSchema,
+    create(SendMessageResponseSchema, {
+      status: { code: Code.OK },
+      entries: [{ status: { code: Code.OK }, messageId: 'M1', transactionId: 'T1' }],
+    }),
+  );
+
+  it('sends a framed request with the gRPC headers and reads the framed answer and the trailer status', async () => {
+    let seen: { headers: http2.IncomingHttpHeaders; body: Buffer } | undefined;
+    const server = await grpcServer((stream, headers, body) => {
+      seen = { headers, body };
+      stream.respond({ ':status': 200, 'content-type': 'application/grpc' }, { waitForTrailers: true });
+      stream.on('wantTrailers', () => stream.sendTrailers({ 'grpc-status': '0' }));
+      stream.end(frame(okResponse));
     });
-    let calls = 0;
-    const down = async () => {
-      calls++;
-      throw new ConnectError('connect ECONNREFUSED', GrpcCode.Unavailable);
-    };
-    await expect(channel.call(down)).rejects.toMatchObject({ code: 14 });
-    expect(calls).toBe(1);
-    expect(channel.backoffUntil()).toBe(now + 100);
-    await expect(channel.call(down)).rejects.toThrow(/reconnecting .* in 100 ms/);
-    expect(calls).toBe(1);
-    now += 100;
-    await expect(channel.call(down)).rejects.toMatchObject({ code: 14 });
-    expect(calls).toBe(2);
-    expect(channel.backoffUntil()).toBe(now + 200);
-    for (let i = 0; i < 6; i++) {
-      now = channel.backoffUntil();
-      await expect(channel.call(down)).rejects.toMatchObject({ code: 14 });
+    const channel = channelTo(server.port);
+    try {
+      const request = new Uint8Array([1, 2, 3]);
+      const answer = await channel.unary(SEND_MESSAGE, request, { 'x-mq-client-id': 'c1' }, 3000);
+      expect(firstReceipt(decodeSendMessage(answer))).toMatchObject({ messageId: 'M1', transactionId: 'T1' });
+      expect(seen!.headers).toMatchObject({
+        ':method': 'POST',
+        ':path': '/apache.rocketmq.v2.MessagingService/SendMessage',
+        'content-type': 'application/grpc',
+        te: 'trailers',
+        'grpc-timeout': '3000m',
+        'x-mq-client-id': 'c1',
+      });
+      expect([...seen!.body]).toEqual([0, 0, 0, 0, 3, 1, 2, 3]);
+      expect(END_TRANSACTION).toBe('/apache.rocketmq.v2.MessagingService/EndTransaction');
+    } finally {
+      channel.close();
+      await server.close();
     }
-    expect(channel.backoffUntil() - now).toBe(1000);
-    now = channel.backoffUntil();
-    await expect(channel.call(async () => 'ok')).resolves.toBe('ok');
-    await expect(channel.call(down)).rejects.toMatchObject({ code: 14 });
-    expect(channel.backoffUntil() - now).toBe(100);
-    // A RocketMQ refusal is an answer, not a connection failure: no backoff.
-    now = channel.backoffUntil();
-    await expect(
-      channel.call(async () => {
-        throw statusError({ code: Code.BAD_REQUEST, message: 'no' } as never);
-      }),
-    ).rejects.toBeInstanceOf(RocketMqStatusError);
-    await expect(channel.call(async () => 'again')).resolves.toBe('again');
-    channel.close();
+  });
+
+  it('turns a trailers-only error status into GrpcTransportError with its code and message', async () => {
+    const server = await grpcServer((stream) => {
+      stream.respond(
+        {
+          ':status': 200,
+          'content-type': 'application/grpc',
+          'grpc-status': '16',
+          'grpc-message': 'bad%20key',
+        },
+        { endStream: true },
+      );
+    });
+    const channel = channelTo(server.port);
+    try {
+      const err = await channel.unary(SEND_MESSAGE, new Uint8Array(), {}, 3000).catch((e: unknown) => e);
+      expect(err).toBeInstanceOf(GrpcTransportError);
+      expect(err).toMatchObject({ code: 16, details: 'bad key' });
+      expect(channel.backoffUntil()).toBe(0);
+    } finally {
+      channel.close();
+      await server.close();
+    }
+  });
+
+  it('fails a call past its deadline with DEADLINE_EXCEEDED, which is no connection failure', async () => {
+    const server = await grpcServer(() => undefined); // never answers
+    const channel = channelTo(server.port);
+    try {
+      await expect(channel.unary(SEND_MESSAGE, new Uint8Array(), {}, 200)).rejects.toMatchObject({ code: 4 });
+      expect(channel.backoffUntil()).toBe(0);
+    } finally {
+      channel.close();
+      await server.close();
+    }
+  });
+
+  it('opens a new connection after the server sends GOAWAY and closes the old one', async () => {
+    let serverSessions = 0;
+    const server = await grpcServer((stream) => {
+      stream.respond({ ':status': 200, 'content-type': 'application/grpc' }, { waitForTrailers: true });
+      stream.on('wantTrailers', () => stream.sendTrailers({ 'grpc-status': '0' }));
+      stream.end(frame(okResponse));
+    });
+    const clientSessions: http2.ClientHttp2Session[] = [];
+    const channel = channelTo(server.port, {
+      connect: (authority, options) => {
+        const s = http2.connect(authority, options);
+        clientSessions.push(s);
+        return s;
+      },
+    });
+    try {
+      await channel.unary(SEND_MESSAGE, new Uint8Array(), {}, 3000);
+      serverSessions = server.sessions.size;
+      expect(serverSessions).toBe(1);
+      const [first] = [...server.sessions];
+      first!.goaway();
+      await waitUntil(() => clientSessions[0]!.destroyed);
+      await channel.unary(SEND_MESSAGE, new Uint8Array(), {}, 3000);
+      expect(clientSessions).toHaveLength(2);
+      expect(clientSessions[1]!.destroyed).toBe(false);
+    } finally {
+      channel.close();
+      await server.close();
+    }
+  });
+
+  it('fails fast during the backoff after a refused connection and grows it up to the cap', async () => {
+    // A port nothing listens on: connections are refused at once.
+    const probe = createServer();
+    await new Promise<void>((r) => probe.listen(0, '127.0.0.1', r));
+    const deadPort = (probe.address() as AddressInfo).port;
+    await new Promise((r) => probe.close(r));
+
+    let now = 1_000_000;
+    const channel = channelTo(deadPort, { clock: () => now, random: () => 1 });
+    try {
+      await expect(channel.unary(SEND_MESSAGE, new Uint8Array(), {}, 3000)).rejects.toMatchObject({
+        code: 14,
+      });
+      expect(channel.backoffUntil()).toBe(now + 100);
+      await expect(channel.unary(SEND_MESSAGE, new Uint8Array(), {}, 3000)).rejects.toThrow(
+        /reconnecting to 127\.0\.0\.1:\d+ in 100 ms/,
+      );
+      now += 100;
+      await expect(channel.unary(SEND_MESSAGE, new Uint8Array(), {}, 3000)).rejects.toThrow(/ECONNREFUSED/);
+      expect(channel.backoffUntil()).toBe(now + 200);
+      for (let i = 0; i < 5; i++) {
+        now = channel.backoffUntil();
+        await expect(channel.unary(SEND_MESSAGE, new Uint8Array(), {}, 3000)).rejects.toMatchObject({
+          code: 14,
+        });
+      }
+      expect(channel.backoffUntil() - now).toBe(1000);
+    } finally {
+      channel.close();
+    }
   });
 });
 

@@ -10,7 +10,15 @@ import type { Logger } from '../../util/logger';
 import { Channel } from './channel';
 import { RequestHeaders } from './headers';
 import { QueueSelector } from './queues';
-import { sendMessageRequest, endTransactionRequest, firstReceipt } from './codec';
+import {
+  END_TRANSACTION,
+  SEND_MESSAGE,
+  decodeEndTransaction,
+  decodeSendMessage,
+  endTransactionRequest,
+  firstReceipt,
+  sendMessageRequest,
+} from './codec';
 import { MessageType } from './gen/apache/rocketmq/v2/definition_pb';
 import { RocketMqStatusError, statusError } from './status';
 
@@ -27,8 +35,9 @@ const BACKOFF = { baseMs: 100, maxMs: 5_000 };
 
 /**
  * BrokerGateway whose two hot calls, SendMessage (half and normal messages) and
- * EndTransaction, go straight over HTTP/2 with code generated from the RocketMQ v2 protocol
- * (@bufbuild/protobuf + @connectrpc/connect-node), while the official client keeps everything
+ * EndTransaction, go straight over one HTTP/2 connection per proxy (./channel.ts, node:http2)
+ * with messages generated from the RocketMQ v2 protocol (@bufbuild/protobuf, ./gen), while
+ * the official client keeps everything
  * else: start-up, routes, telemetry session and heartbeats, check-backs (which it answers
  * through its own EndTransaction) and shutdown. Sends carry the official client's id and the
  * same signed headers, and spread over every writable queue of the route that accepts the
@@ -91,11 +100,14 @@ export class LeanGateway implements BrokerGateway {
         h.transactionId,
         commit,
       );
-      await h.channel.call(async (client) => {
-        const response = await client.endTransaction(request, this.callOptions());
-        const failure = statusError(response.status);
-        if (failure) throw failure;
-      });
+      const answer = await h.channel.unary(
+        END_TRANSACTION,
+        request,
+        this.nextHeaders(),
+        this.config.requestTimeoutMs,
+      );
+      const failure = statusError(decodeEndTransaction(answer).status);
+      if (failure) throw failure;
     } catch (err) {
       throw new BrokerUnavailableError(
         `EndTransaction(${commit ? 'COMMIT' : 'ROLLBACK'}) for message ${h.messageId} failed`,
@@ -137,14 +149,18 @@ export class LeanGateway implements BrokerGateway {
       bornHost: this.bornHost,
       bornTimestamp: timestampFromMs(Date.now()),
     });
-    return channel.call(async (client) =>
-      firstReceipt(await client.sendMessage(request, this.callOptions())),
+    const answer = await channel.unary(
+      SEND_MESSAGE,
+      request,
+      this.nextHeaders(),
+      this.config.requestTimeoutMs,
     );
+    return firstReceipt(decodeSendMessage(answer));
   }
 
-  private callOptions() {
+  private nextHeaders(): Record<string, string> {
     if (!this.headers) throw new BrokerUnavailableError('the lean transport is not started');
-    return { timeoutMs: this.config.requestTimeoutMs, headers: this.headers.next() };
+    return this.headers.next();
   }
 
   private async pickQueue(topic: string, type: MessageType, skip: number): Promise<RouteQueue> {

@@ -1,4 +1,4 @@
-import type { MessageInitShape } from '@bufbuild/protobuf';
+import { create, fromBinary, toBinary } from '@bufbuild/protobuf';
 import type { Timestamp } from '@bufbuild/protobuf/wkt';
 import type { OutgoingMessage } from '../gateway';
 import {
@@ -9,11 +9,27 @@ import {
   TransactionSource,
 } from './gen/apache/rocketmq/v2/definition_pb';
 import {
-  type EndTransactionRequestSchema,
-  type SendMessageRequestSchema,
+  EndTransactionRequestSchema,
+  EndTransactionResponseSchema,
+  MessagingService,
+  SendMessageRequestSchema,
+  SendMessageResponseSchema,
+  type EndTransactionResponse,
   type SendMessageResponse,
   type SendResultEntry,
 } from './gen/apache/rocketmq/v2/service_pb';
+
+/** gRPC paths of the two calls: /<package>.<service>/<method>. */
+export const SEND_MESSAGE = `/${MessagingService.typeName}/${MessagingService.method.sendMessage.name}`;
+export const END_TRANSACTION = `/${MessagingService.typeName}/${MessagingService.method.endTransaction.name}`;
+
+export function decodeSendMessage(bytes: Uint8Array): SendMessageResponse {
+  return fromBinary(SendMessageResponseSchema, bytes);
+}
+
+export function decodeEndTransaction(bytes: Uint8Array): EndTransactionResponse {
+  return fromBinary(EndTransactionResponseSchema, bytes);
+}
 import { RocketMqStatusError, statusError } from './status';
 
 export interface SendTarget {
@@ -26,30 +42,30 @@ export interface SendTarget {
 }
 
 /** One message per request: the proxy takes batches only for NORMAL topics (see DESIGN.md). */
-export function sendMessageRequest(
-  m: OutgoingMessage,
-  t: SendTarget,
-): MessageInitShape<typeof SendMessageRequestSchema> {
-  return {
-    messages: [
-      {
-        topic: { name: m.topic, resourceNamespace: t.namespace },
-        userProperties: m.properties,
-        systemProperties: {
-          ...(m.tag !== undefined && m.tag !== '' ? { tag: m.tag } : {}),
-          keys: m.keys,
-          messageId: t.messageId,
-          bodyEncoding: Encoding.IDENTITY,
-          messageType: t.messageType,
-          bornTimestamp: t.bornTimestamp,
-          bornHost: t.bornHost,
-          queueId: t.queueId,
-          ...(m.messageGroup !== undefined ? { messageGroup: m.messageGroup } : {}),
+export function sendMessageRequest(m: OutgoingMessage, t: SendTarget): Uint8Array {
+  return toBinary(
+    SendMessageRequestSchema,
+    create(SendMessageRequestSchema, {
+      messages: [
+        {
+          topic: { name: m.topic, resourceNamespace: t.namespace },
+          userProperties: m.properties,
+          systemProperties: {
+            ...(m.tag !== undefined && m.tag !== '' ? { tag: m.tag } : {}),
+            keys: m.keys,
+            messageId: t.messageId,
+            bodyEncoding: Encoding.IDENTITY,
+            messageType: t.messageType,
+            bornTimestamp: t.bornTimestamp,
+            bornHost: t.bornHost,
+            queueId: t.queueId,
+            ...(m.messageGroup !== undefined ? { messageGroup: m.messageGroup } : {}),
+          },
+          body: m.body,
         },
-        body: m.body,
-      },
-    ],
-  };
+      ],
+    }),
+  );
 }
 
 export function endTransactionRequest(
@@ -58,14 +74,17 @@ export function endTransactionRequest(
   messageId: string,
   transactionId: string,
   commit: boolean,
-): MessageInitShape<typeof EndTransactionRequestSchema> {
-  return {
-    topic: { name: topic, resourceNamespace: namespace },
-    messageId,
-    transactionId,
-    resolution: commit ? TransactionResolution.COMMIT : TransactionResolution.ROLLBACK,
-    source: TransactionSource.SOURCE_CLIENT,
-  };
+): Uint8Array {
+  return toBinary(
+    EndTransactionRequestSchema,
+    create(EndTransactionRequestSchema, {
+      topic: { name: topic, resourceNamespace: namespace },
+      messageId,
+      transactionId,
+      resolution: commit ? TransactionResolution.COMMIT : TransactionResolution.ROLLBACK,
+      source: TransactionSource.SOURCE_CLIENT,
+    }),
+  );
 }
 
 /**

@@ -1,5 +1,17 @@
-import { Code as GrpcCode, ConnectError } from '@connectrpc/connect';
 import { Code, type Status } from './gen/apache/rocketmq/v2/definition_pb';
+
+/** gRPC status codes (grpc/doc/statuscodes.md) the lean transport produces or reads. */
+export const GRPC = {
+  OK: 0,
+  CANCELLED: 1,
+  UNKNOWN: 2,
+  DEADLINE_EXCEEDED: 4,
+  PERMISSION_DENIED: 7,
+  UNIMPLEMENTED: 12,
+  INTERNAL: 13,
+  UNAVAILABLE: 14,
+  UNAUTHENTICATED: 16,
+} as const;
 
 /**
  * A RocketMQ answer other than OK, named like the official client's exception for the same
@@ -20,17 +32,27 @@ export class RocketMqStatusError extends Error {
   }
 }
 
-/** A failure below RocketMQ: gRPC status, deadline, connection or TLS (code = gRPC code). */
+/**
+ * A failure below RocketMQ, shaped like grpc-js's ServiceError (numeric gRPC `code`,
+ * `details`) so src/broker/errors.ts classifies it as it does the official path's: a TLS
+ * failure is UNAVAILABLE with the certificate error in the message.
+ */
 export class GrpcTransportError extends Error {
   override readonly name = 'GrpcTransportError';
+  readonly details: string;
   constructor(
     readonly code: number,
     message: string,
-    readonly details: string,
     options?: { cause?: unknown },
   ) {
-    super(message, options);
+    super(`${code} ${codeName(code)}: ${message}`, options);
+    this.details = message;
   }
+}
+
+function codeName(code: number): string {
+  const entry = Object.entries(GRPC).find(([, v]) => v === code);
+  return entry ? entry[0] : 'STATUS';
 }
 
 const NAMES: Array<[string, boolean, readonly Code[]]> = [
@@ -86,37 +108,4 @@ export function statusError(status: Status | undefined): RocketMqStatusError | u
   if (status.code === Code.OK || status.code === Code.MULTIPLE_RESULTS) return undefined;
   const [name, transient] = BY_CODE.get(status.code) ?? ['UnsupportedException', false];
   return new RocketMqStatusError(name, status.code, status.message, transient);
-}
-
-/**
- * A ConnectError from the gRPC transport as the official path's errors look (grpc-js
- * ServiceError: numeric gRPC `code`, `details`), so TLS failures (UNAVAILABLE + a certificate
- * message) and the rest classify alike. Connection-level causes (ECONNREFUSED, a TLS alert)
- * are kept in the message and as `cause`.
- */
-export function transportError(err: unknown): Error {
-  if (err instanceof RocketMqStatusError || err instanceof GrpcTransportError) return err;
-  const ce = ConnectError.from(err);
-  const causeText = describeCause(ce.cause);
-  let code: number = ce.code;
-  if (TLS_CODE_RE.test(causeText) || TLS_CODE_RE.test(ce.rawMessage)) code = GrpcCode.Unavailable;
-  const details = causeText ? `${ce.rawMessage} (${causeText})` : ce.rawMessage;
-  return new GrpcTransportError(code, `${code} ${GrpcCode[ce.code] ?? 'Unknown'}: ${details}`, details, {
-    cause: err,
-  });
-}
-
-/** Node's TLS verification error codes, and the OpenSSL texts of a failed handshake. */
-const TLS_CODE_RE =
-  /CERT|SELF_SIGNED|UNABLE_TO_(?:VERIFY|GET)|ERR_TLS|ERR_SSL|certificate|altnames|SSL routines|wrong version number/i;
-
-function describeCause(cause: unknown): string {
-  if (!(cause instanceof Error)) return '';
-  const code = (cause as NodeJS.ErrnoException).code;
-  return code ? `${code}: ${cause.message}` : cause.message;
-}
-
-/** True for a failure where the connection itself is gone or never came up. */
-export function isConnectionFailure(err: Error): boolean {
-  return err instanceof GrpcTransportError && err.code === GrpcCode.Unavailable;
 }
