@@ -113,10 +113,10 @@ export interface TransactionalProducerOptions {
   discardRecovery?: false | DiscardRecoveryOptions;
   /**
    * How half messages, their commit/rollback and normal sends reach the proxy. `'official'`
-   * (default): rocketmq-client-nodejs. `'lean'`: generated protocol code over one HTTP/2
-   * connection per proxy (@connectrpc/connect-node), same headers, signatures, TLS, deadlines
-   * and typed errors, sends spread over every writable queue; the official client still does
-   * start-up, routes, heartbeats and check-backs. See docs/producer.md.
+   * (default): rocketmq-client-nodejs. `'lean'`: messages generated from the RocketMQ v2
+   * protocol over one HTTP/2 connection per proxy (node:http2): same headers, signatures, TLS,
+   * deadlines and typed errors, sends spread over every writable queue; the official client
+   * still does start-up, routes, heartbeats and check-backs. See docs/producer.md.
    */
   transport?: BrokerTransport;
   logger?: Logger;
