@@ -34,6 +34,7 @@ export type {
 } from './producer/options';
 export type { DiscardRecoveryStats } from './relay/DiscardRecovery';
 export type { Credentials, TlsOption, TlsOptions } from './util/clientOptions';
+export type { BrokerTransport } from './broker/gateway';
 export { OutboxRelay, type RelayStats } from './relay/OutboxRelay';
 export {
   Retention,
