@@ -79,7 +79,7 @@ export {
 } from './store/typeorm/outboxArchiveMigrations';
 export { AddTxRecordCreatedIndex1764634000000 } from './store/typeorm/retentionMigrations';
 export { OutboxEventArchiveEntity, type ArchivedOutboxEvent } from './store/typeorm/outboxArchiveEntities';
-export type { TransactEvent, BodyEvent, EnvelopeEvent } from './producer/events';
+export type { TransactEvent, BodyEvent, EnvelopeEvent } from './outbox/events';
 export {
   TransactionResolution,
   TX_ID_PROPERTY,
@@ -105,7 +105,9 @@ export type {
   NewOutboxEvent,
   ClaimedOutboxEvent,
   ClaimOptions,
+  ClaimUnconfirmedOptions,
   OutboxInitialStatus,
+  TxStatusReader,
 } from './store/ports';
 export { TxRecordEntity, rocketMqTxEntities, type TxRecord } from './store/typeorm/entities';
 export { CreateTxRecord1764633600000, rocketMqTxMigrations } from './store/typeorm/migrations';
@@ -128,8 +130,8 @@ export {
   type RocketMqTxMetricsOptions,
   type StatusMetricsOptions,
   type MetricsRegistry,
-  type ObservableComponent,
 } from './observability/metrics';
+export type { ObservableComponent } from './observability/observer';
 export { uuidv7 } from './util/uuidv7';
 export {
   defineEvent,
@@ -140,6 +142,7 @@ export {
   AGGREGATE_ID_PROPERTY,
   type Envelope,
   type EnvelopeInput,
+  type EnvelopeRules,
   type EventDefinition,
 } from './envelope/envelope';
 export { IdempotentConsumer, type ConsumerStats } from './consumer/IdempotentConsumer';

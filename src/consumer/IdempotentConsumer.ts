@@ -82,6 +82,9 @@ export class IdempotentConsumer {
     receiveFailures: 0,
   };
 
+  constructor(options: IdempotentConsumerOptions);
+  /** @internal */
+  constructor(options: IdempotentConsumerOptions, internals?: ConsumerInternals);
   constructor(options: IdempotentConsumerOptions, internals: ConsumerInternals = {}) {
     this.options = resolveConsumerOptions(options);
     const o = this.options;
@@ -113,6 +116,7 @@ export class IdempotentConsumer {
   }
 
   /** @internal Used by RocketMqTxMetrics.attach. */
+  /** @internal */
   [ATTACH_OBSERVER](observer: TxObserver): () => void {
     return this.observers.add(observer);
   }

@@ -13,7 +13,7 @@ import { RocketMqGateway } from '../broker/RocketMqGateway';
 import { CheckBackDispatcher, type CheckBackStats } from '../checkback/CheckBackDispatcher';
 import { TxRecordResolver } from '../checkback/TxRecordResolver';
 import { EVENT_ID_PROPERTY, TransactionResolution } from '../checkback/resolution';
-import type { NewOutboxEvent, OutboxInitialStatus, OutboxStore, TxRecordStore } from '../store/ports';
+import type { OutboxInitialStatus, OutboxStore, TxRecordStore } from '../store/ports';
 import { TypeOrmTxRecordStore } from '../store/typeorm/TypeOrmTxRecordStore';
 import { TypeOrmOutboxStore } from '../store/typeorm/outboxStore';
 import { destroyConnection } from '../store/typeorm/dialect';
@@ -29,8 +29,8 @@ import {
   type TxObserver,
 } from '../observability/observer';
 import { DiscardRecovery, type DiscardRecoveryStats } from '../relay/DiscardRecovery';
-import { ConfirmationBatcher } from './ConfirmationBatcher';
-import { prepareEvents, type PreparedEvent, type TransactEvent } from './events';
+import { ConfirmationBatcher } from '../util/ConfirmationBatcher';
+import { outboxRows, prepareEvents, type PreparedEvent, type TransactEvent } from '../outbox/events';
 import {
   resolveDeliveryMode,
   resolveProducerOptions,
@@ -119,6 +119,9 @@ export class TransactionalProducer {
     outboxFallbacks: 0,
   };
 
+  constructor(options: TransactionalProducerOptions);
+  /** @internal */
+  constructor(options: TransactionalProducerOptions, internals?: ProducerInternals);
   constructor(options: TransactionalProducerOptions, internals: ProducerInternals = {}) {
     this.options = resolveProducerOptions(options);
     const o = this.options;
@@ -179,6 +182,7 @@ export class TransactionalProducer {
   }
 
   /** @internal Used by RocketMqTxMetrics.attach. */
+  /** @internal */
   [ATTACH_OBSERVER](observer: TxObserver): () => void {
     return this.observers.add(observer);
   }
@@ -495,33 +499,4 @@ export class TransactionalProducer {
     if (wasStarted) await this.gateway.shutdown();
     this.state = 'STOPPED';
   }
-}
-
-/** The snapshot of each event, as the relay needs it to rebuild the exact message. */
-export function outboxRows(
-  txId: string,
-  prepared: PreparedEvent[],
-  status: OutboxInitialStatus,
-): NewOutboxEvent[] {
-  return prepared.map(({ eventId, message, envelope }) => ({
-    eventId,
-    txId,
-    topic: message.topic,
-    ...(message.tag !== undefined ? { tag: message.tag } : {}),
-    keys: message.keys,
-    properties: message.properties,
-    body: message.body,
-    ...(envelope
-      ? {
-          aggregateType: envelope.aggregateType,
-          aggregateId: envelope.aggregateId,
-          aggregateVersion: envelope.aggregateVersion,
-          eventType: envelope.eventType,
-          eventVersion: envelope.eventVersion,
-          occurredAt: new Date(envelope.occurredAt),
-          ...(envelope.traceId ? { traceId: envelope.traceId } : {}),
-        }
-      : {}),
-    status,
-  }));
 }

@@ -5,7 +5,7 @@ import { RocketMqGateway } from '../broker/RocketMqGateway';
 import type { ClaimedOutboxEvent, OutboxStore, TxStatusReader } from '../store/ports';
 import { TypeOrmTxRecordStore } from '../store/typeorm/TypeOrmTxRecordStore';
 import { answerFromRecord } from './readOnlyCheckBack';
-import { ConfirmationBatcher } from '../producer/ConfirmationBatcher';
+import { ConfirmationBatcher } from '../util/ConfirmationBatcher';
 import { EVENT_ID_PROPERTY, TransactionResolution } from '../checkback/resolution';
 import { TypeOrmOutboxStore } from '../store/typeorm/outboxStore';
 import { toStoreError } from '../store/typeorm/storeError';
@@ -69,6 +69,9 @@ export class OutboxRelay {
   private readonly observers = new Observers();
   private readonly confirmations: ConfirmationBatcher;
 
+  constructor(options: OutboxRelayOptions);
+  /** @internal */
+  constructor(options: OutboxRelayOptions, internals?: RelayInternals);
   constructor(options: OutboxRelayOptions, internals: RelayInternals = {}) {
     this.options = resolveRelayOptions(options);
     const o = this.options;
@@ -91,6 +94,7 @@ export class OutboxRelay {
   }
 
   /** @internal Used by RocketMqTxMetrics.attach. */
+  /** @internal */
   [ATTACH_OBSERVER](observer: TxObserver): () => void {
     return this.observers.add(observer);
   }

@@ -114,6 +114,9 @@ export class Retention {
   private readonly logger: Logger;
   private readonly internals: RetentionInternals;
 
+  constructor(options: RetentionOptions);
+  /** @internal */
+  constructor(options: RetentionOptions, internals?: RetentionInternals);
   constructor(options: RetentionOptions, internals: RetentionInternals = {}) {
     this.internals = internals;
     const raw = requireObject('options', options);
