@@ -68,7 +68,9 @@ export const ATTACH_OBSERVER: unique symbol = Symbol('rocketmq-tx.attachObserver
  * observability depends on this interface, not on the component classes.
  */
 export interface ObservableComponent {
+  /** Starts the component (observers may be attached before or after). */
   start(): Promise<void>;
+  /** Stops the component; attached observers stay attached. */
   shutdown(): Promise<void>;
   /** @internal */
   [ATTACH_OBSERVER](observer: TxObserver): () => void;
