@@ -88,7 +88,7 @@ export {
   type CheckBackMessage,
   type CheckBackResolver,
 } from './checkback/resolution';
-export { TxRecordResolver, type TxRecordResolverOptions } from './checkback/TxRecordResolver';
+export { TxRecordResolver, type TxRecordResolverOptions } from './checkback/fence';
 export type {
   ResolverScope,
   CheckBackStats,
@@ -98,7 +98,7 @@ export type {
 export { TypeOrmTxRecordStore } from './store/typeorm/TypeOrmTxRecordStore';
 export type {
   TxRecordStore,
-  FenceOutcome,
+  TombstoneOutcome,
   NewTxRecord,
   TxStatus,
   OutboxStore,

@@ -11,8 +11,7 @@ import { notInitialized } from '../util/clientOptions';
 import { gatewayConfig, type BrokerGateway, type GatewayConfig, type HalfMessage } from '../broker/gateway';
 import { RocketMqGateway } from '../broker/RocketMqGateway';
 import { CheckBackDispatcher, type CheckBackStats } from '../checkback/CheckBackDispatcher';
-import { TxRecordResolver } from '../checkback/TxRecordResolver';
-import { EVENT_ID_PROPERTY, TransactionResolution } from '../checkback/resolution';
+import { TxRecordResolver } from '../checkback/fence';
 import type { NewOutboxEvent, OutboxInitialStatus, OutboxStore, TxRecordStore } from '../store/ports';
 import { TypeOrmTxRecordStore } from '../store/typeorm/TypeOrmTxRecordStore';
 import { TypeOrmOutboxStore } from '../store/typeorm/outboxStore';
@@ -136,6 +135,8 @@ export class TransactionalProducer {
         producerGroup: o.producerGroup,
         lockWaitTimeoutMs: o.checkBack.lockWaitTimeoutMs,
         logger: o.logger,
+        // A COMMIT answer for our own half message confirms that event (recorded in batches).
+        onCommitAnswered: (eventId) => this.eventConfirmations.add(eventId),
       }),
       ...(o.checkBack.resolver ? { resolver: o.checkBack.resolver } : {}),
       onResolved: (outcome) => {
@@ -147,15 +148,7 @@ export class TransactionalProducer {
       maxQueued: o.checkBack.maxQueued,
       logger: o.logger,
     });
-    const config = gatewayConfig(o, async (message) => {
-      const answer = await this.dispatcher.handle(message);
-      // A COMMIT answer for our own half message confirms that event (recorded in batches).
-      const eventId = message.properties[EVENT_ID_PROPERTY];
-      if (answer === TransactionResolution.COMMIT && eventId && message.origin === o.producerGroup) {
-        this.eventConfirmations.add(eventId);
-      }
-      return answer;
-    });
+    const config = gatewayConfig(o, (message) => this.dispatcher.handle(message));
     this.gateway = (internals.gateway ?? ((c, l) => new RocketMqGateway(c, l)))(config, o.logger);
     this.confirmations = new ConfirmationBatcher((ids) => this.store.markConfirmed(ids), o.logger);
     const outbox = this.outbox;

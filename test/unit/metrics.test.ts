@@ -193,9 +193,17 @@ describe('RocketMqTxMetrics: producer metrics (fake broker and store)', () => {
     expect(await ask(checkBack('not-a-uuid'))).toBe(TransactionResolution.UNKNOWN);
     expect(await ask(checkBack(uuidv7(), 'orders', 'bad-event-id'))).toBe(TransactionResolution.UNKNOWN);
     expect(await ask(checkBack(undefined))).toBe(TransactionResolution.UNKNOWN);
-    store.fence = async () => ({ kind: 'UNDECIDED', reason: 'LOCK_WAIT_TIMEOUT', error: new Error('1205') });
+    store.insertTombstone = async () => ({
+      kind: 'UNDECIDED',
+      reason: 'LOCK_WAIT_TIMEOUT',
+      error: new Error('1205'),
+    });
     expect(await ask(checkBack(uuidv7()))).toBe(TransactionResolution.UNKNOWN);
-    store.fence = async () => ({ kind: 'UNDECIDED', reason: 'DATABASE_ERROR', error: new Error('gone') });
+    store.insertTombstone = async () => ({
+      kind: 'UNDECIDED',
+      reason: 'DATABASE_ERROR',
+      error: new Error('gone'),
+    });
     expect(await ask(checkBack(uuidv7()))).toBe(TransactionResolution.UNKNOWN);
 
     const cb = (answer: string, decided_by: string) =>
