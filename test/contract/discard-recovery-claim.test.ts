@@ -4,7 +4,7 @@ import { storesFor } from '../../src/store';
 import type { OutboxStore } from '../../src/store/ports';
 import { ensureSchema, openDataSource } from '../helpers/db';
 import { waitFor } from '../helpers/env';
-import { TEST_DATABASE, ageRow, insertTxRecord, newEvent, outboxRow, unique } from './support';
+import { TEST_DATABASE, cleanUp, ageRow, insertTxRecord, newEvent, outboxRow, unique } from './support';
 
 const HORIZON_MS = 60_000;
 
@@ -23,6 +23,7 @@ describe(`discard-recovery claim (${TEST_DATABASE})`, () => {
   });
 
   afterAll(async () => {
+    if (ds) await cleanUp(ds);
     await ds?.destroy();
   });
 

@@ -6,7 +6,7 @@ import { outboxSqlFor } from '../../src/store/typeorm/outboxStore';
 import { execute } from '../../src/store/typeorm/statements';
 import { ensureSchema, openDataSource } from '../helpers/db';
 import { waitFor } from '../helpers/env';
-import { TEST_DATABASE, insertTxRecord, newEvent, outboxRow, unique } from './support';
+import { TEST_DATABASE, cleanUp, insertTxRecord, newEvent, outboxRow, unique } from './support';
 
 /** The outbox store (producer rows, relay claims and outcomes) on the database under test. */
 describe(`outbox store (${TEST_DATABASE})`, () => {
@@ -20,10 +20,11 @@ describe(`outbox store (${TEST_DATABASE})`, () => {
   });
 
   afterAll(async () => {
+    if (ds) await cleanUp(ds);
     await ds?.destroy();
   });
 
-  async function insert(status: 'NEW' | 'IN_FLIGHT', topic: string, count: number, group = 'contract') {
+  async function insert(status: 'NEW' | 'IN_FLIGHT', topic: string, count: number, group = unique('g')) {
     const txId = uuidv7();
     const events = Array.from({ length: count }, () => newEvent(txId, topic, status));
     await ds.transaction(async (m) => {

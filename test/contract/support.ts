@@ -6,9 +6,28 @@ import { waitFor } from '../helpers/env';
 
 export { TEST_DATABASE, p, ps };
 
-/** A name no other test (or run) uses: rows are told apart by topic, group or aggregate. */
+const names = new Set<string>();
+
+/**
+ * A name no other test (or run) uses: rows are told apart by topic, group or aggregate. Every
+ * name is remembered, and cleanUp deletes the rows that carry one.
+ */
 export function unique(prefix: string): string {
-  return `${prefix}_${uuidv7().slice(-12)}`;
+  const name = `${prefix}_${uuidv7().slice(-12)}`;
+  names.add(name);
+  return name;
+}
+
+/** Deletes the rows this file wrote (by the topics and groups unique() gave it): call in afterAll. */
+export async function cleanUp(ds: DataSource): Promise<void> {
+  const list = [...names];
+  if (list.length === 0) return;
+  const where = (column: string) => `${column} IN (${ps(list.length)})`;
+  await ds.query(`DELETE FROM outbox_event WHERE ${where('topic')}`, list);
+  await ds.query(`DELETE FROM tx_record WHERE ${where('producer_group')}`, list);
+  for (const table of ['consumed_event', 'aggregate_cursor', 'test_consumer_effect'])
+    await ds.query(`DELETE FROM ${table} WHERE ${where('consumer_group')}`, list);
+  names.clear();
 }
 
 /** The server-side id of the connection a manager's transaction runs on. */
