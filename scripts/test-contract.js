@@ -54,7 +54,7 @@ const DATABASES = [
 
 function maskUrl(url) {
   try {
-    const u = new URL(url);
+    const u = new (require('node:url').URL)(url);
     if (u.password) u.password = '***';
     return u.toString();
   } catch {
