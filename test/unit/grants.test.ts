@@ -51,6 +51,34 @@ describe('rocketMqTxGrants', () => {
     );
   });
 
+  it('PostgreSQL: USAGE on the schema and table privileges to a role; the migrations role gets CREATE on the schema and owns the tables', () => {
+    const pg = (c: GrantComponent) =>
+      rocketMqTxGrants(c, { dialect: 'postgres', database: 'public', user: 'orders_app' });
+    expect(pg('consumer')).toEqual([
+      'GRANT USAGE ON SCHEMA "public" TO "orders_app"',
+      'GRANT SELECT, INSERT, UPDATE ON TABLE "public"."consumed_event" TO "orders_app"',
+      'GRANT SELECT, INSERT, UPDATE ON TABLE "public"."aggregate_cursor" TO "orders_app"',
+    ]);
+    expect(pg('migrations')).toEqual(['GRANT USAGE, CREATE ON SCHEMA "public" TO "orders_app"']);
+    for (const c of GRANT_COMPONENTS) {
+      for (const g of pg(c))
+        expect(g).toMatch(/^GRANT [A-Z, ]+ ON (SCHEMA "public"|TABLE "public"\."[a-z_]+") TO "orders_app"$/);
+    }
+    expect(tableGrants('migrations', { dialect: 'postgres' })).toMatchObject({
+      tx_record: ['OWNER'],
+      migrations: ['OWNER'],
+    });
+    expect(() =>
+      rocketMqTxGrants('producer', { dialect: 'postgres', database: 'public', user: "'u'@'%'" }),
+    ).toThrow(/option user/);
+    expect(() => rocketMqTxGrants('producer', { dialect: 'postgres', database: 'a"b', user: 'u' })).toThrow(
+      /option database/,
+    );
+    expect(() =>
+      rocketMqTxGrants('producer', { dialect: 'oracle' as 'postgres', database: 'public', user: 'u' }),
+    ).toThrow(/option dialect/);
+  });
+
   it('validates its options, naming the bad one', () => {
     const ok = { database: 'shop', user: "'u'@'%'" };
     expect(() => rocketMqTxGrants('admin' as GrantComponent, ok)).toThrow(InvalidOptionError);
