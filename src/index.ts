@@ -78,7 +78,11 @@ export {
   rocketMqTxArchiveMigrations,
 } from './store/typeorm/outboxArchiveMigrations';
 export { AddTxRecordCreatedIndex1764634000000 } from './store/typeorm/retentionMigrations';
-export { OutboxEventArchiveEntity, type ArchivedOutboxEvent } from './store/typeorm/outboxArchiveEntities';
+export {
+  OutboxEventArchiveEntity,
+  outboxEventArchiveEntityFor,
+  type ArchivedOutboxEvent,
+} from './store/typeorm/outboxArchiveEntities';
 export type { TransactEvent, BodyEvent, EnvelopeEvent } from './producer/events';
 export {
   TransactionResolution,
@@ -107,7 +111,13 @@ export type {
   ClaimOptions,
   OutboxInitialStatus,
 } from './store/ports';
-export { TxRecordEntity, rocketMqTxEntities, type TxRecord } from './store/typeorm/entities';
+export {
+  TxRecordEntity,
+  rocketMqTxEntities,
+  rocketMqTxEntitiesFor,
+  type TxRecord,
+} from './store/typeorm/entities';
+export type { SchemaDatabase } from './store/typeorm/columnTypes';
 export { CreateTxRecord1764633600000, rocketMqTxMigrations } from './store/typeorm/migrations';
 export { noopLogger, type Logger } from './util/logger';
 export {
