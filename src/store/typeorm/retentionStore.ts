@@ -89,18 +89,20 @@ const POSTGRES: RetentionSql = {
   quote: (name) => `"${name}"`,
   keyIn: (p, column, values) => `${column} = ANY(${p.add([...values])})`,
   async deleteBatch(ds, dialect, table, ages, limit) {
-    // No DELETE ... LIMIT: the batch is the keys of at most `limit` eligible rows (SKIP LOCKED:
-    // parallel purgers take disjoint rows), and the rule is checked again on the row deleted (a row
-    // changed since the subselect read it is re-evaluated under READ COMMITTED).
+    // No DELETE ... LIMIT: the batch is the keys of at most `limit` eligible rows, locked once in a
+    // MATERIALIZED CTE (SKIP LOCKED: parallel purgers take disjoint rows). Not `key IN (SELECT ...
+    // LIMIT n)`: the planner may rescan that subquery per row and delete more than n (seen on 15).
+    // The rule is checked again on the row deleted.
     const p = new SqlParams(dialect);
-    const keys = KEYS[table];
+    const keys = KEYS[table].split(', ');
     const inner = eligible(POSTGRES, p, table, ages);
     const limitMark = p.add(limit);
     const outer = eligible(POSTGRES, p, table, ages);
     const res: unknown = await ds.query(
-      `DELETE FROM ${table} WHERE (${keys}) IN
-         (SELECT ${keys} FROM ${table} WHERE ${inner} LIMIT ${limitMark} FOR UPDATE SKIP LOCKED)
-       AND ${outer}`,
+      `WITH batch AS MATERIALIZED
+         (SELECT ${keys.join(', ')} FROM ${table} WHERE ${inner} LIMIT ${limitMark} FOR UPDATE SKIP LOCKED)
+       DELETE FROM ${table} USING batch
+       WHERE ${keys.map((k) => `${table}.${k} = batch.${k}`).join(' AND ')} AND ${outer}`,
       p.values,
     );
     return changedRows(dialect, res);
