@@ -36,18 +36,25 @@ interface StatusSql {
   ageUs(expr: string): string;
   /** now minus a parameter of microseconds. */
   beforeNow(p: SqlParams, us: number): string;
+  /** A NULL of the age and count columns' types (PostgreSQL types a UNION's columns from the first rows). */
+  nullAge: string;
+  nullCount: string;
 }
 
 const SQL: Record<DialectName, StatusSql> = {
   mysql: {
     ageUs: (expr) => `TIMESTAMPDIFF(MICROSECOND, ${expr}, CURRENT_TIMESTAMP(3))`,
     beforeNow: (p, us) => `(CURRENT_TIMESTAMP(3) - INTERVAL ${p.add(us)} MICROSECOND)`,
+    nullAge: 'NULL',
+    nullCount: 'NULL',
   },
   // No TIMESTAMPDIFF: the epoch difference of two timestamps, in seconds with a fraction.
   postgres: {
     ageUs: (expr) => `FLOOR(EXTRACT(EPOCH FROM (CURRENT_TIMESTAMP(3) - ${expr})) * 1000000)`,
     beforeNow: (p, us) =>
       `(CURRENT_TIMESTAMP(3) - CAST(${p.add(us)} AS double precision) * INTERVAL '1 microsecond')`,
+    nullAge: 'CAST(NULL AS double precision)',
+    nullCount: 'CAST(NULL AS bigint)',
   },
 };
 
@@ -66,14 +73,14 @@ export function txRecordQuery(dialect: Dialect, filter: StatusFilter): StatusQue
 
 /** Counts per (topic, status), undelivered ages, in-doubt transactions and their states: one UNION ALL. */
 export function outboxQuery(dialect: Dialect, filter: StatusFilter): StatusQuery {
-  const { ageUs, beforeNow } = SQL[dialect.name];
+  const { ageUs, beforeNow, nullAge, nullCount } = SQL[dialect.name];
   const p = new SqlParams(dialect);
   const counts =
-    "SELECT 'count' AS k, topic, status, COUNT(*) AS n, NULL AS age_us, NULL AS txs FROM outbox_event" +
+    `SELECT 'count' AS k, topic, status, COUNT(*) AS n, ${nullAge} AS age_us, ${nullCount} AS txs FROM outbox_event` +
     ` WHERE ${inList(p, 'topic', filter.topics)} GROUP BY topic, status`;
   const pending =
     "SELECT 'pending' AS k, o.topic, o.status, COUNT(*) AS n," +
-    ` ${ageUs('MIN(COALESCE(t.created_at, o.occurred_at))')} AS age_us, NULL AS txs` +
+    ` ${ageUs('MIN(COALESCE(t.created_at, o.occurred_at))')} AS age_us, ${nullCount} AS txs` +
     ' FROM outbox_event o LEFT JOIN tx_record t ON t.tx_id = o.tx_id' +
     ` WHERE o.status IN ('NEW', 'IN_FLIGHT') AND ${inList(p, 'o.topic', filter.topics)}` +
     ' GROUP BY o.topic, o.status';
