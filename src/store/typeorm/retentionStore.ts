@@ -28,12 +28,20 @@ interface RetentionSql {
     ages: RetentionAges,
     limit: number,
   ): Promise<number>;
-  /** Copies the keys' rows to the archive (a key already archived is left as it is). */
-  copyToArchive(manager: EntityManager, dialect: Dialect, eventIds: readonly string[]): Promise<void>;
+  /**
+   * Inside a short READ COMMITTED transaction: moves at most `limit` eligible SENT rows to the
+   * archive (a key already archived is not copied twice); returns the rows moved. `beforeDelete`
+   * is a test seam that may throw to interrupt the batch (the transaction rolls back).
+   */
+  archiveBatch(
+    manager: EntityManager,
+    dialect: Dialect,
+    ages: RetentionAges,
+    limit: number,
+    beforeDelete?: (eventIds: readonly string[]) => Promise<void>,
+  ): Promise<number>;
   /** Quotes an identifier. */
   quote(name: string): string;
-  /** `column` is one of `values` (PostgreSQL: one array parameter, no 65535-parameter limit). */
-  keyIn(p: SqlParams, column: string, values: readonly string[]): string;
 }
 
 /** Which rows may go: one rule per table, shared by purge, archive and plan. */
@@ -54,7 +62,6 @@ function eligible(sql: RetentionSql, p: SqlParams, table: RetentionTableName, ag
 const MYSQL: RetentionSql = {
   cutoff: (p, ageMs) => `CURRENT_TIMESTAMP(3) - INTERVAL ${p.add(ageMs * 1000)} MICROSECOND`,
   quote: (name) => `\`${name}\``,
-  keyIn: (p, column, values) => `${column} IN (${p.list(values)})`,
   async deleteBatch(ds, dialect, table, ages, limit) {
     const p = new SqlParams(dialect);
     const where = eligible(MYSQL, p, table, ages);
@@ -64,15 +71,32 @@ const MYSQL: RetentionSql = {
     );
     return changedRows(dialect, res);
   },
-  async copyToArchive(manager, dialect, eventIds) {
+  async archiveBatch(manager, dialect, ages, limit, beforeDelete) {
+    // Lock a batch of eligible keys (SKIP LOCKED: parallel archivers take disjoint rows), copy
+    // them, delete the same keys.
     const p = new SqlParams(dialect);
-    const columns = ARCHIVED_OUTBOX_COLUMNS.map((c) => MYSQL.quote(c)).join(', ');
-    await manager.query(
-      `INSERT INTO ${OUTBOX_ARCHIVE_TABLE} (${columns}, archived_at)
-       SELECT ${columns}, CURRENT_TIMESTAMP(3) FROM outbox_event WHERE ${MYSQL.keyIn(p, 'event_id', eventIds)}
-       ON DUPLICATE KEY UPDATE archived_at = ${OUTBOX_ARCHIVE_TABLE}.archived_at`,
+    const where = eligible(MYSQL, p, 'outbox_event', ages);
+    const keys: Array<{ event_id: string }> = await manager.query(
+      `SELECT event_id FROM outbox_event WHERE ${where} LIMIT ${p.add(limit)} FOR UPDATE SKIP LOCKED`,
       p.values,
     );
+    if (keys.length === 0) return 0;
+    const ids = keys.map((k) => k.event_id);
+    const c = new SqlParams(dialect);
+    const columns = ARCHIVED_OUTBOX_COLUMNS.map((col) => MYSQL.quote(col)).join(', ');
+    await manager.query(
+      `INSERT INTO ${OUTBOX_ARCHIVE_TABLE} (${columns}, archived_at)
+       SELECT ${columns}, CURRENT_TIMESTAMP(3) FROM outbox_event WHERE event_id IN (${c.list(ids)})
+       ON DUPLICATE KEY UPDATE archived_at = ${OUTBOX_ARCHIVE_TABLE}.archived_at`,
+      c.values,
+    );
+    if (beforeDelete) await beforeDelete(ids);
+    const d = new SqlParams(dialect);
+    const res: unknown = await manager.query(
+      `DELETE FROM outbox_event WHERE event_id IN (${d.list(ids)})`,
+      d.values,
+    );
+    return changedRows(dialect, res);
   },
 };
 
@@ -87,12 +111,12 @@ const POSTGRES: RetentionSql = {
   cutoff: (p, ageMs) =>
     `(CURRENT_TIMESTAMP(3) - CAST(${p.add(ageMs)} AS double precision) * INTERVAL '1 millisecond')`,
   quote: (name) => `"${name}"`,
-  keyIn: (p, column, values) => `${column} = ANY(${p.add([...values])})`,
   async deleteBatch(ds, dialect, table, ages, limit) {
-    // No DELETE ... LIMIT: the batch is the keys of at most `limit` eligible rows, locked once in a
-    // MATERIALIZED CTE (SKIP LOCKED: parallel purgers take disjoint rows). Not `key IN (SELECT ...
-    // LIMIT n)`: the planner may rescan that subquery per row and delete more than n (seen on 15).
-    // The rule is checked again on the row deleted.
+    // No DELETE ... LIMIT: the batch is the keys of at most `limit` eligible rows, read once in a
+    // MATERIALIZED CTE. Not `key IN (SELECT ... LIMIT n)`: the planner may rescan that subquery
+    // and delete more than n (seen on 15). No FOR UPDATE: it needs the UPDATE privilege on
+    // PostgreSQL; the DELETE locks each row itself and checks the rule again on it, so a row
+    // another purger took or changed meanwhile is skipped.
     const p = new SqlParams(dialect);
     const keys = KEYS[table].split(', ');
     const inner = eligible(POSTGRES, p, table, ages);
@@ -100,22 +124,40 @@ const POSTGRES: RetentionSql = {
     const outer = eligible(POSTGRES, p, table, ages);
     const res: unknown = await ds.query(
       `WITH batch AS MATERIALIZED
-         (SELECT ${keys.join(', ')} FROM ${table} WHERE ${inner} LIMIT ${limitMark} FOR UPDATE SKIP LOCKED)
+         (SELECT ${keys.join(', ')} FROM ${table} WHERE ${inner} LIMIT ${limitMark})
        DELETE FROM ${table} USING batch
        WHERE ${keys.map((k) => `${table}.${k} = batch.${k}`).join(' AND ')} AND ${outer}`,
       p.values,
     );
     return changedRows(dialect, res);
   },
-  async copyToArchive(manager, dialect, eventIds) {
+  async archiveBatch(manager, dialect, ages, limit, beforeDelete) {
+    // One statement: delete a batch of eligible keys and copy exactly the rows deleted (RETURNING),
+    // so a row is in one table or the other whatever runs in parallel (the DELETE locks and
+    // re-checks each row; a row another archiver moved is skipped). No FOR UPDATE (it needs the
+    // UPDATE privilege on PostgreSQL). The seam runs after it, before the commit.
     const p = new SqlParams(dialect);
+    const inner = eligible(POSTGRES, p, 'outbox_event', ages);
+    const limitMark = p.add(limit);
+    const outer = eligible(POSTGRES, p, 'outbox_event', ages);
     const columns = ARCHIVED_OUTBOX_COLUMNS.map((c) => POSTGRES.quote(c)).join(', ');
-    await manager.query(
-      `INSERT INTO ${OUTBOX_ARCHIVE_TABLE} (${columns}, archived_at)
-       SELECT ${columns}, CURRENT_TIMESTAMP(3) FROM outbox_event WHERE ${POSTGRES.keyIn(p, 'event_id', eventIds)}
-       ON CONFLICT (event_id) DO NOTHING`,
+    const moved: Array<{ event_id: string }> = await manager.query(
+      `WITH batch AS MATERIALIZED (SELECT event_id FROM outbox_event WHERE ${inner} LIMIT ${limitMark}),
+       moved AS (
+         DELETE FROM outbox_event USING batch
+         WHERE outbox_event.event_id = batch.event_id AND ${outer}
+         RETURNING outbox_event.*
+       ),
+       copied AS (
+         INSERT INTO ${OUTBOX_ARCHIVE_TABLE} (${columns}, archived_at)
+         SELECT ${columns}, CURRENT_TIMESTAMP(3) FROM moved
+         ON CONFLICT (event_id) DO NOTHING
+       )
+       SELECT event_id FROM moved`,
       p.values,
     );
+    if (moved.length > 0 && beforeDelete) await beforeDelete(moved.map((m) => m.event_id));
+    return moved.length;
   },
 };
 
@@ -123,7 +165,7 @@ const SQL: Record<DialectName, RetentionSql> = { mysql: MYSQL, postgres: POSTGRE
 
 /**
  * Retention's statements on the SDK tables, per database: counts of eligible rows, bounded
- * DELETE batches, and the archive batch (lock keys, copy, delete the same keys).
+ * DELETE batches, and the archive batch (copy and delete the same keys in one transaction).
  */
 export class TypeOrmRetentionStore {
   private readonly dialect: Dialect;
@@ -156,32 +198,17 @@ export class TypeOrmRetentionStore {
 
   /**
    * One short READ COMMITTED transaction (no gap locks, so parallel archivers and the relay do
-   * not deadlock on them): lock at most `limit` eligible SENT keys (SKIP LOCKED: parallel
-   * archivers take disjoint rows), copy them to the archive, delete the same keys. Returns the
-   * rows moved. `beforeDelete` runs after the copy (a test seam).
+   * not deadlock on them) that moves at most `limit` eligible SENT rows to the archive; returns
+   * the rows moved. `beforeDelete` is a test seam (MySQL: after the copy, before the delete;
+   * PostgreSQL: after the one statement that moves the batch, before the commit).
    */
   archiveBatch(
     ages: RetentionAges,
     limit: number,
     beforeDelete?: (eventIds: readonly string[]) => Promise<void>,
   ): Promise<number> {
-    return this.dataSource.transaction('READ COMMITTED', async (manager) => {
-      const p = new SqlParams(this.dialect);
-      const where = eligible(this.sql, p, 'outbox_event', ages);
-      const keys: Array<{ event_id: string }> = await manager.query(
-        `SELECT event_id FROM outbox_event WHERE ${where} LIMIT ${p.add(limit)} FOR UPDATE SKIP LOCKED`,
-        p.values,
-      );
-      if (keys.length === 0) return 0;
-      const ids = keys.map((k) => k.event_id);
-      await this.sql.copyToArchive(manager, this.dialect, ids);
-      if (beforeDelete) await beforeDelete(ids);
-      const d = new SqlParams(this.dialect);
-      const res: unknown = await manager.query(
-        `DELETE FROM outbox_event WHERE ${this.sql.keyIn(d, 'event_id', ids)}`,
-        d.values,
-      );
-      return changedRows(this.dialect, res);
-    });
+    return this.dataSource.transaction('READ COMMITTED', (manager) =>
+      this.sql.archiveBatch(manager, this.dialect, ages, limit, beforeDelete),
+    );
   }
 }
