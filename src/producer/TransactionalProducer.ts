@@ -14,9 +14,8 @@ import { CheckBackDispatcher, type CheckBackStats } from '../checkback/CheckBack
 import { TxRecordResolver } from '../checkback/TxRecordResolver';
 import { EVENT_ID_PROPERTY, TransactionResolution } from '../checkback/resolution';
 import type { NewOutboxEvent, OutboxInitialStatus, OutboxStore, TxRecordStore } from '../store/ports';
-import { TypeOrmTxRecordStore } from '../store/typeorm/TypeOrmTxRecordStore';
-import { TypeOrmOutboxStore } from '../store/typeorm/outboxStore';
-import { destroyConnection } from '../store/typeorm/dialect';
+import { storesFor } from '../store';
+import { abandonTransaction } from '../store/typeorm/statements';
 import { toStoreError } from '../store/typeorm/storeError';
 import { errorFields, type Logger } from '../util/logger';
 import { uuidv7 } from '../util/uuidv7';
@@ -123,13 +122,14 @@ export class TransactionalProducer {
     this.options = resolveProducerOptions(options);
     const o = this.options;
     this.logger = o.logger;
-    this.store = internals.store ?? new TypeOrmTxRecordStore(o.dataSource);
+    const stores = storesFor(o.dataSource);
+    this.store = internals.store ?? stores.txRecords;
     this.outbox =
       internals.outbox !== undefined
         ? (internals.outbox ?? undefined)
         : internals.store
           ? undefined
-          : new TypeOrmOutboxStore(o.dataSource);
+          : stores.outbox;
     this.dispatcher = new CheckBackDispatcher({
       producerGroup: o.producerGroup,
       builtIn: new TxRecordResolver(this.store, {
@@ -439,20 +439,14 @@ export class TransactionalProducer {
    * transaction open (the next borrower would commit it).
    */
   private async abandonLocal(queryRunner: QueryRunner, txId: string): Promise<void> {
-    if (!queryRunner.isTransactionActive) return;
-    try {
-      await queryRunner.rollbackTransaction();
-      return;
-    } catch (err) {
-      this.logger.warn({ ...errorFields(err), txId }, 'local rollback failed; sending a raw ROLLBACK');
-    }
-    try {
-      await queryRunner.query('ROLLBACK');
-      return;
-    } catch (err) {
-      this.logger.warn({ ...errorFields(err), txId }, 'raw ROLLBACK failed; destroying the connection');
-    }
-    destroyConnection(queryRunner);
+    await abandonTransaction(queryRunner, (step, err) =>
+      this.logger.warn(
+        { ...errorFields(err), txId },
+        step === 'rollback'
+          ? 'local rollback failed; sending a raw ROLLBACK'
+          : 'raw ROLLBACK failed; destroying the connection',
+      ),
+    );
   }
 
   /**

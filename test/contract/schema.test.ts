@@ -5,6 +5,7 @@ import { classifyAny } from '../../src/store/typeorm/dialect';
 import { outboxEventArchiveEntityFor } from '../../src/store/typeorm/outboxArchiveEntities';
 import { DB_URL } from '../helpers/env';
 import { TEST_DATABASE, ensureSchema, openDataSource } from '../helpers/db';
+import { cleanUp, unique } from './support';
 
 /**
  * The SDK's schema on the database ROCKETMQ_TX_DB_URL names: the migrations create it, the
@@ -20,6 +21,7 @@ describe(`schema (${TEST_DATABASE})`, () => {
   });
 
   afterAll(async () => {
+    if (ds) await cleanUp(ds);
     await ds?.destroy();
   });
 
@@ -54,6 +56,7 @@ describe(`schema (${TEST_DATABASE})`, () => {
   });
 
   it('millisecond timestamps and binary bodies round-trip through the entities', async () => {
+    const name = unique('schema');
     const txId = uuidv7();
     const eventId = uuidv7();
     const occurredAt = new Date('2026-01-02T03:04:05.678Z');
@@ -62,14 +65,14 @@ describe(`schema (${TEST_DATABASE})`, () => {
       txId,
       status: 'COMMITTED',
       resolvedBy: 'PRODUCER',
-      producerGroup: 'contract-schema',
-      topic: 'contract-schema',
+      producerGroup: name,
+      topic: name,
       eventCount: 1,
     });
     await ds.getRepository('OutboxEvent').insert({
       eventId,
       txId,
-      topic: 'contract-schema',
+      topic: name,
       keys: '[]',
       properties: '{}',
       payload: body,
@@ -88,11 +91,12 @@ describe(`schema (${TEST_DATABASE})`, () => {
 
   it('one row per (aggregate type, id, version), NULL aggregates never collide', async () => {
     const txId = uuidv7();
+    const topic = unique('schema');
     const repo = ds.getRepository('OutboxEvent');
     const row = (eventId: string, aggregate: boolean) => ({
       eventId,
       txId,
-      topic: 'contract-schema',
+      topic,
       keys: '[]',
       properties: '{}',
       payload: Buffer.from('{}'),

@@ -14,7 +14,7 @@ import {
   type IdempotentConsumerOptions,
 } from '../../src';
 import type { ConsumerGateway, InboundMessage } from '../../src/broker/consumerGateway';
-import type { ConsumedRow, InboxStore, InboxTransaction } from '../../src/consumer/inbox';
+import type { ConsumedRow, InboxStore, InboxTransaction } from '../../src/store/ports';
 import type { CheckBackMessage } from '../../src/checkback/resolution';
 import { Observers } from '../../src/observability/observer';
 import type { ClaimedOutboxEvent, NewOutboxEvent, OutboxStore } from '../../src/store/ports';
