@@ -16,7 +16,16 @@ import {
 import { DB_URL } from '../helpers/env';
 import { TEST_DATABASE, ensureSchema, openDataSource } from '../helpers/db';
 import { runCli } from '../unit/fakes/cli';
-import { DAY_MS, ensureArchiveTable, insertConsumed, insertOutbox, present, runTag } from './opsSupport';
+import {
+  DAY_MS,
+  cleanUpOps,
+  ensureArchiveTable,
+  ownTopic,
+  insertConsumed,
+  insertOutbox,
+  present,
+  runTag,
+} from './opsSupport';
 
 /**
  * The operational components (status, dead-letter, retention, reconcile, migrations) under a
@@ -49,6 +58,7 @@ describe(`least-privilege operations (${TEST_DATABASE})`, () => {
   afterAll(async () => {
     for (const ds of opened) await ds.destroy().catch(() => undefined);
     for (const drop of created.reverse()) await drop().catch(() => undefined);
+    if (admin) await cleanUpOps(admin);
     await admin?.destroy();
   });
 
@@ -203,7 +213,7 @@ describe(`least-privilege operations (${TEST_DATABASE})`, () => {
   });
 
   it('reconcile: lookups (live and archive) and the republish write; a missing privilege is a StoreAccessDeniedError', async () => {
-    const topic = `ct_rc_${RUN}`;
+    const topic = ownTopic(`ct_rc_${RUN}`);
     const options = (aggregateId: string) => {
       const fact = {
         aggregateType: `CtLp${RUN}`,

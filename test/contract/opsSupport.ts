@@ -15,6 +15,43 @@ export const ago = (ms: number) => new Date(Date.now() - ms);
 /** A short random tag that keeps one test's rows apart from every other's. */
 export const runTag = () => Math.random().toString(36).slice(2, 8);
 
+// The topics and consumer groups this file's rows carry: cleanUpOps deletes them.
+const topics = new Set<string>();
+const groups = new Set<string>();
+
+/**
+ * Deletes the rows this file wrote (outbox_event, outbox_event_archive and tx_record by topic,
+ * consumed_event by group; rows a reconciler republished carry the same topic): call in afterAll.
+ */
+export async function cleanUpOps(ds: DataSource): Promise<void> {
+  const db = databaseOfDataSource(ds);
+  const t = [...topics];
+  const g = [...groups];
+  if (t.length > 0) {
+    for (const table of ['outbox_event', 'tx_record']) {
+      await ds.query(`DELETE FROM ${table} WHERE topic IN (${ps(t.length, 1, db)})`, t);
+    }
+    const qr = ds.createQueryRunner();
+    try {
+      if (await qr.hasTable('outbox_event_archive')) {
+        await ds.query(`DELETE FROM outbox_event_archive WHERE topic IN (${ps(t.length, 1, db)})`, t);
+      }
+    } finally {
+      await qr.release();
+    }
+  }
+  if (g.length > 0)
+    await ds.query(`DELETE FROM consumed_event WHERE consumer_group IN (${ps(g.length, 1, db)})`, g);
+  topics.clear();
+  groups.clear();
+}
+
+/** Remembers a topic whose rows something else writes (a reconciler's republished events). */
+export function ownTopic(topic: string): string {
+  topics.add(topic);
+  return topic;
+}
+
 export async function ensureArchiveTable(ds: DataSource): Promise<void> {
   const qr = ds.createQueryRunner();
   await qr.connect();
@@ -37,6 +74,7 @@ export async function insertTx(
   },
 ): Promise<string> {
   const txId = uuidv7();
+  topics.add(row.topic);
   await ds.getRepository('TxRecord').insert({
     txId,
     status: row.status ?? 'COMMITTED',
@@ -63,6 +101,7 @@ export interface OutboxRowSpec {
 
 export async function insertOutbox(ds: DataSource, row: OutboxRowSpec): Promise<string> {
   const eventId = uuidv7();
+  topics.add(row.topic);
   const at = ago(row.ageMs);
   await ds.getRepository('OutboxEvent').insert({
     eventId,
@@ -95,6 +134,7 @@ export async function insertConsumed(
   row: { group: string; ageMs: number; outcome?: 'APPLIED' | 'STALE' | 'IGNORED' },
 ): Promise<string> {
   const eventId = uuidv7();
+  groups.add(row.group);
   await ds.getRepository('ConsumedEvent').insert({
     consumerGroup: row.group,
     eventId,

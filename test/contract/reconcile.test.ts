@@ -1,7 +1,15 @@
 import type { DataSource } from 'typeorm';
 import { FactReconciler, createEnvelope, type Fact } from '../../src';
 import { TEST_DATABASE, databaseOfDataSource, ensureSchema, openDataSource, p } from '../helpers/db';
-import { DAY_MS, ensureArchiveTable, insertOutbox, runTag, statusOf } from './opsSupport';
+import {
+  DAY_MS,
+  ensureArchiveTable,
+  insertOutbox,
+  runTag,
+  statusOf,
+  cleanUpOps,
+  ownTopic,
+} from './opsSupport';
 import { Retention } from '../../src';
 
 /**
@@ -17,12 +25,13 @@ describe(`FactReconciler facts (${TEST_DATABASE})`, () => {
     await ensureArchiveTable(ds);
   });
   afterAll(async () => {
+    if (ds) await cleanUpOps(ds);
     await ds?.destroy();
   });
 
   it('finds live and archived events, reports pending, DEAD and missing facts, and republishes the missing ones once', async () => {
     const tag = runTag();
-    const topic = `ct_rec_${tag}`;
+    const topic = ownTopic(`ct_rec_${tag}`);
     const type = `CtReco${tag}`;
     const fact = (id: string, version = 1): Fact => ({
       aggregateType: type,
@@ -109,7 +118,7 @@ describe(`FactReconciler facts (${TEST_DATABASE})`, () => {
 
   it('a missing event written meanwhile by someone else is refused by the unique key, not an error, and nothing else is lost', async () => {
     const tag = runTag();
-    const topic = `ct_rec2_${tag}`;
+    const topic = ownTopic(`ct_rec2_${tag}`);
     const type = `CtReco2${tag}`;
     let injected = false;
     const reconciler = new FactReconciler({

@@ -10,6 +10,7 @@ import {
   insertTx,
   present,
   runTag,
+  cleanUpOps,
 } from './opsSupport';
 
 /**
@@ -25,6 +26,7 @@ describe(`Retention (${TEST_DATABASE})`, () => {
     await ensureArchiveTable(ds);
   });
   afterAll(async () => {
+    if (ds) await cleanUpOps(ds);
     await ds?.destroy();
   });
 

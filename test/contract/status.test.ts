@@ -1,7 +1,7 @@
 import type { DataSource } from 'typeorm';
 import { collectStatus } from '../../src';
 import { TEST_DATABASE, ensureSchema, openDataSource } from '../helpers/db';
-import { MIN_MS, insertConsumed, insertOutbox, insertTx, runTag } from './opsSupport';
+import { MIN_MS, insertConsumed, insertOutbox, insertTx, runTag, cleanUpOps } from './opsSupport';
 
 /** collectStatus on the database ROCKETMQ_TX_DB_URL names: counts and ages (database clock). */
 describe(`collectStatus (${TEST_DATABASE})`, () => {
@@ -12,6 +12,7 @@ describe(`collectStatus (${TEST_DATABASE})`, () => {
     await ensureSchema(ds);
   });
   afterAll(async () => {
+    if (ds) await cleanUpOps(ds);
     await ds?.destroy();
   });
 
