@@ -25,6 +25,7 @@ import {
   insertOutbox,
   present,
   runTag,
+  statusOf,
 } from './opsSupport';
 
 /**
@@ -164,7 +165,7 @@ describe(`least-privilege operations (${TEST_DATABASE})`, () => {
     expect(report.checks.find((c) => c.id === 'grants.tx_record')).toMatchObject({ status: 'fail' });
   });
 
-  it('dead-letter: list and a dry-run replay through the CLI', async () => {
+  it('dead-letter: list, a dry-run replay and a replay through the CLI', async () => {
     const topic = `ct_dl_${RUN}`;
     const dead = await insertOutbox(admin, { topic, status: 'DEAD', ageMs: 60_000, lastError: 'boom' });
     const { url } = await account('deadLetter');
@@ -188,6 +189,12 @@ describe(`least-privilege operations (${TEST_DATABASE})`, () => {
       },
     );
     expect(missing.stdout).toMatch(/is not in outbox_event|is (NEW|SENT|DEAD|IN_FLIGHT)/);
+    const replay = await runCli(['dead-letter', 'replay', '--event-id', dead, '--json'], {
+      ROCKETMQ_TX_DB_URL: url,
+    });
+    expect(replay.code).toBe(0);
+    expect(JSON.parse(replay.stdout)).toMatchObject({ dryRun: false, matched: 1, replayed: 1, notDead: [] });
+    expect(await statusOf(admin, dead)).toBe('NEW');
   });
 
   it('retention: plan, purge and archive', async () => {

@@ -92,6 +92,15 @@ const MIGRATION_GRANTS: TableGrants = {
 };
 
 /**
+ * Where PostgreSQL needs less: its statements skip a refused key with ON CONFLICT DO NOTHING (no
+ * UPDATE, which MySQL's no-op ON DUPLICATE KEY UPDATE needs).
+ */
+const POSTGRES_RUNTIME_OVERRIDES: Partial<Record<GrantComponent, TableGrants>> = {
+  retention: { outbox_event_archive: ['SELECT', 'INSERT'] },
+  reconcile: { outbox_event: ['SELECT', 'INSERT'] },
+};
+
+/**
  * PostgreSQL: the tables are created by, and so owned by, the migrations role (USAGE and CREATE
  * on the schema); it keeps TypeORM's bookkeeping table the same way.
  */
@@ -152,7 +161,10 @@ export function tableGrants(
   const dialect = requireDialect(options.dialect);
   const base: TableGrants =
     component !== 'migrations'
-      ? RUNTIME_GRANTS[component]
+      ? {
+          ...RUNTIME_GRANTS[component],
+          ...(dialect === 'postgres' ? POSTGRES_RUNTIME_OVERRIDES[component] : {}),
+        }
       : dialect === 'postgres'
         ? POSTGRES_MIGRATION_GRANTS
         : MIGRATION_GRANTS;
