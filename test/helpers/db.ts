@@ -27,6 +27,40 @@ export function ps(count: number, from = 1, database: TestDatabase = TEST_DATABA
   return Array.from({ length: count }, (_, i) => p(from + i, database)).join(', ');
 }
 
+/**
+ * A test's SQL for the test database: written with `?` placeholders (MySQL style), numbered `$n`
+ * on PostgreSQL. Only for the tests' own statements (no `?` inside literals).
+ */
+export function sql(text: string, database: TestDatabase = TEST_DATABASE): string {
+  if (database !== 'postgres') return text;
+  let n = 0;
+  return text.replace(/\?/g, () => `$${++n}`);
+}
+
+/**
+ * How many sessions on the test database are blocked on a lock while running a statement that
+ * starts with `statementPrefix` (MySQL: the PROCESSLIST, whose text holds the inlined values, so
+ * `like` may name one; PostgreSQL: pg_stat_activity of this database, statement prefix only).
+ */
+export async function lockWaitingStatements(
+  ds: DataSource,
+  statementPrefix: string,
+  like = `${statementPrefix}%`,
+): Promise<number> {
+  const rows: Array<{ n: string | number }> =
+    databaseOfDataSource(ds) === 'postgres'
+      ? await ds.query(
+          `SELECT COUNT(*) AS n FROM pg_stat_activity
+           WHERE datname = current_database() AND wait_event_type = 'Lock' AND query LIKE $1`,
+          [`${statementPrefix}%`],
+        )
+      : await ds.query(
+          "SELECT COUNT(*) AS n FROM information_schema.PROCESSLIST WHERE command = 'Query' AND info LIKE ?",
+          [like],
+        );
+  return Number(rows[0]?.n ?? 0);
+}
+
 /** A DataSource on the test database with the SDK's entities; the schema is migrated once per run. */
 export async function openDataSource(
   overrides: { url?: string; poolSize?: number } = {},
