@@ -78,7 +78,11 @@ export {
   rocketMqTxArchiveMigrations,
 } from './store/typeorm/outboxArchiveMigrations';
 export { AddTxRecordCreatedIndex1764634000000 } from './store/typeorm/retentionMigrations';
-export { OutboxEventArchiveEntity, type ArchivedOutboxEvent } from './store/typeorm/outboxArchiveEntities';
+export {
+  OutboxEventArchiveEntity,
+  outboxEventArchiveEntityFor,
+  type ArchivedOutboxEvent,
+} from './store/typeorm/outboxArchiveEntities';
 export type { TransactEvent, BodyEvent, EnvelopeEvent } from './outbox/events';
 export {
   TransactionResolution,
@@ -88,7 +92,7 @@ export {
   type CheckBackMessage,
   type CheckBackResolver,
 } from './checkback/resolution';
-export { TxRecordResolver, type TxRecordResolverOptions } from './checkback/TxRecordResolver';
+export { TxRecordResolver, type TxRecordResolverOptions } from './checkback/fence';
 export type {
   ResolverScope,
   CheckBackStats,
@@ -98,7 +102,7 @@ export type {
 export { TypeOrmTxRecordStore } from './store/typeorm/TypeOrmTxRecordStore';
 export type {
   TxRecordStore,
-  FenceOutcome,
+  TombstoneOutcome,
   NewTxRecord,
   TxStatus,
   OutboxStore,
@@ -109,7 +113,13 @@ export type {
   OutboxInitialStatus,
   TxStatusReader,
 } from './store/ports';
-export { TxRecordEntity, rocketMqTxEntities, type TxRecord } from './store/typeorm/entities';
+export {
+  TxRecordEntity,
+  rocketMqTxEntities,
+  rocketMqTxEntitiesFor,
+  type TxRecord,
+} from './store/typeorm/entities';
+export type { SchemaDatabase } from './store/typeorm/columnTypes';
 export { CreateTxRecord1764633600000, rocketMqTxMigrations } from './store/typeorm/migrations';
 export { noopLogger, type Logger } from './util/logger';
 export {
