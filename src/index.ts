@@ -71,6 +71,7 @@ export {
   type SdkTable,
   type TablePrivilege,
 } from './store/typeorm/grants';
+export type { DialectName } from './store/typeorm/dialect';
 export { OutboxEventEntity, type OutboxEvent, type OutboxStatus } from './store/typeorm/outboxEntities';
 export { CreateOutboxEvent1764633900000 } from './store/typeorm/outboxMigrations';
 export {
