@@ -72,6 +72,7 @@ export {
   type SdkTable,
   type TablePrivilege,
 } from './store/typeorm/grants';
+export type { DialectName } from './store/typeorm/dialect';
 export { OutboxEventEntity, type OutboxEvent, type OutboxStatus } from './store/typeorm/outboxEntities';
 export { CreateOutboxEvent1764633900000 } from './store/typeorm/outboxMigrations';
 export {
@@ -79,8 +80,12 @@ export {
   rocketMqTxArchiveMigrations,
 } from './store/typeorm/outboxArchiveMigrations';
 export { AddTxRecordCreatedIndex1764634000000 } from './store/typeorm/retentionMigrations';
-export { OutboxEventArchiveEntity, type ArchivedOutboxEvent } from './store/typeorm/outboxArchiveEntities';
-export type { TransactEvent, BodyEvent, EnvelopeEvent } from './producer/events';
+export {
+  OutboxEventArchiveEntity,
+  outboxEventArchiveEntityFor,
+  type ArchivedOutboxEvent,
+} from './store/typeorm/outboxArchiveEntities';
+export type { TransactEvent, BodyEvent, EnvelopeEvent } from './outbox/events';
 export {
   TransactionResolution,
   TX_ID_PROPERTY,
@@ -89,7 +94,7 @@ export {
   type CheckBackMessage,
   type CheckBackResolver,
 } from './checkback/resolution';
-export { TxRecordResolver, type TxRecordResolverOptions } from './checkback/TxRecordResolver';
+export { TxRecordResolver, type TxRecordResolverOptions } from './checkback/fence';
 export type {
   ResolverScope,
   CheckBackStats,
@@ -99,16 +104,24 @@ export type {
 export { TypeOrmTxRecordStore } from './store/typeorm/TypeOrmTxRecordStore';
 export type {
   TxRecordStore,
-  FenceOutcome,
+  TombstoneOutcome,
   NewTxRecord,
   TxStatus,
   OutboxStore,
   NewOutboxEvent,
   ClaimedOutboxEvent,
   ClaimOptions,
+  ClaimUnconfirmedOptions,
   OutboxInitialStatus,
+  TxStatusReader,
 } from './store/ports';
-export { TxRecordEntity, rocketMqTxEntities, type TxRecord } from './store/typeorm/entities';
+export {
+  TxRecordEntity,
+  rocketMqTxEntities,
+  rocketMqTxEntitiesFor,
+  type TxRecord,
+} from './store/typeorm/entities';
+export type { SchemaDatabase } from './store/typeorm/columnTypes';
 export { CreateTxRecord1764633600000, rocketMqTxMigrations } from './store/typeorm/migrations';
 export { noopLogger, type Logger } from './util/logger';
 export {
@@ -129,8 +142,8 @@ export {
   type RocketMqTxMetricsOptions,
   type StatusMetricsOptions,
   type MetricsRegistry,
-  type ObservableComponent,
 } from './observability/metrics';
+export type { ObservableComponent } from './observability/observer';
 export { uuidv7 } from './util/uuidv7';
 export {
   defineEvent,
@@ -141,6 +154,7 @@ export {
   AGGREGATE_ID_PROPERTY,
   type Envelope,
   type EnvelopeInput,
+  type EnvelopeRules,
   type EventDefinition,
 } from './envelope/envelope';
 export { IdempotentConsumer, type ConsumerStats } from './consumer/IdempotentConsumer';

@@ -4,7 +4,7 @@ import type { ConsumerGateway, ConsumerGatewayConfig, InboundMessage } from '../
 import { RocketMqConsumerGateway } from '../broker/RocketMqConsumerGateway';
 import { errorFields, type Logger } from '../util/logger';
 import { withTimeout } from '../util/time';
-import type { InboxStore } from './inbox';
+import type { InboxStore } from '../store/ports';
 import { MessageProcessor, type Decision } from './MessageProcessor';
 import {
   resolveConsumerOptions,
@@ -13,7 +13,7 @@ import {
 } from './options';
 import { ACKED_KINDS, type ConsumeOutcome } from './outcome';
 import { ReceiveSlots } from './ReceiveSlots';
-import { TypeOrmInboxStore } from './TypeOrmInboxStore';
+import { storesFor } from '../store';
 import { ATTACH_OBSERVER, Observers, elapsedMs, type TxObserver } from '../observability/observer';
 
 export interface ConsumerStats {
@@ -82,11 +82,14 @@ export class IdempotentConsumer {
     receiveFailures: 0,
   };
 
+  constructor(options: IdempotentConsumerOptions);
+  /** @internal */
+  constructor(options: IdempotentConsumerOptions, internals?: ConsumerInternals);
   constructor(options: IdempotentConsumerOptions, internals: ConsumerInternals = {}) {
     this.options = resolveConsumerOptions(options);
     const o = this.options;
     this.logger = o.logger;
-    this.store = internals.store ?? new TypeOrmInboxStore(o.dataSource);
+    this.store = internals.store ?? storesFor(o.dataSource).inbox;
     this.processor = new MessageProcessor(this.store, {
       consumerGroup: o.consumerGroup,
       registry: o.registry,
@@ -113,6 +116,7 @@ export class IdempotentConsumer {
   }
 
   /** @internal Used by RocketMqTxMetrics.attach. */
+  /** @internal */
   [ATTACH_OBSERVER](observer: TxObserver): () => void {
     return this.observers.add(observer);
   }

@@ -11,12 +11,10 @@ import { notInitialized } from '../util/clientOptions';
 import { gatewayConfig, type BrokerGateway, type GatewayConfig, type HalfMessage } from '../broker/gateway';
 import { createGateway } from '../broker/createGateway';
 import { CheckBackDispatcher, type CheckBackStats } from '../checkback/CheckBackDispatcher';
-import { TxRecordResolver } from '../checkback/TxRecordResolver';
-import { EVENT_ID_PROPERTY, TransactionResolution } from '../checkback/resolution';
-import type { NewOutboxEvent, OutboxInitialStatus, OutboxStore, TxRecordStore } from '../store/ports';
-import { TypeOrmTxRecordStore } from '../store/typeorm/TypeOrmTxRecordStore';
-import { TypeOrmOutboxStore } from '../store/typeorm/outboxStore';
-import { destroyConnection } from '../store/typeorm/dialect';
+import { TxRecordResolver } from '../checkback/fence';
+import type { OutboxInitialStatus, OutboxStore, TxRecordStore } from '../store/ports';
+import { storesFor } from '../store';
+import { abandonTransaction } from '../store/typeorm/statements';
 import { toStoreError } from '../store/typeorm/storeError';
 import { errorFields, type Logger } from '../util/logger';
 import { uuidv7 } from '../util/uuidv7';
@@ -29,8 +27,8 @@ import {
   type TxObserver,
 } from '../observability/observer';
 import { DiscardRecovery, type DiscardRecoveryStats } from '../relay/DiscardRecovery';
-import { ConfirmationBatcher } from './ConfirmationBatcher';
-import { prepareEvents, type PreparedEvent, type TransactEvent } from './events';
+import { ConfirmationBatcher } from '../util/ConfirmationBatcher';
+import { outboxRows, prepareEvents, type PreparedEvent, type TransactEvent } from '../outbox/events';
 import {
   resolveDeliveryMode,
   resolveProducerOptions,
@@ -119,23 +117,29 @@ export class TransactionalProducer {
     outboxFallbacks: 0,
   };
 
+  constructor(options: TransactionalProducerOptions);
+  /** @internal */
+  constructor(options: TransactionalProducerOptions, internals?: ProducerInternals);
   constructor(options: TransactionalProducerOptions, internals: ProducerInternals = {}) {
     this.options = resolveProducerOptions(options);
     const o = this.options;
     this.logger = o.logger;
-    this.store = internals.store ?? new TypeOrmTxRecordStore(o.dataSource);
+    const stores = storesFor(o.dataSource);
+    this.store = internals.store ?? stores.txRecords;
     this.outbox =
       internals.outbox !== undefined
         ? (internals.outbox ?? undefined)
         : internals.store
           ? undefined
-          : new TypeOrmOutboxStore(o.dataSource);
+          : stores.outbox;
     this.dispatcher = new CheckBackDispatcher({
       producerGroup: o.producerGroup,
       builtIn: new TxRecordResolver(this.store, {
         producerGroup: o.producerGroup,
         lockWaitTimeoutMs: o.checkBack.lockWaitTimeoutMs,
         logger: o.logger,
+        // A COMMIT answer for our own half message confirms that event (recorded in batches).
+        onCommitAnswered: (eventId) => this.eventConfirmations.add(eventId),
       }),
       ...(o.checkBack.resolver ? { resolver: o.checkBack.resolver } : {}),
       onResolved: (outcome) => {
@@ -147,15 +151,7 @@ export class TransactionalProducer {
       maxQueued: o.checkBack.maxQueued,
       logger: o.logger,
     });
-    const config = gatewayConfig(o, async (message) => {
-      const answer = await this.dispatcher.handle(message);
-      // A COMMIT answer for our own half message confirms that event (recorded in batches).
-      const eventId = message.properties[EVENT_ID_PROPERTY];
-      if (answer === TransactionResolution.COMMIT && eventId && message.origin === o.producerGroup) {
-        this.eventConfirmations.add(eventId);
-      }
-      return answer;
-    });
+    const config = gatewayConfig(o, (message) => this.dispatcher.handle(message));
     this.gateway = (internals.gateway ?? createGateway)(config, o.logger);
     this.confirmations = new ConfirmationBatcher((ids) => this.store.markConfirmed(ids), o.logger);
     const outbox = this.outbox;
@@ -179,6 +175,7 @@ export class TransactionalProducer {
   }
 
   /** @internal Used by RocketMqTxMetrics.attach. */
+  /** @internal */
   [ATTACH_OBSERVER](observer: TxObserver): () => void {
     return this.observers.add(observer);
   }
@@ -439,20 +436,14 @@ export class TransactionalProducer {
    * transaction open (the next borrower would commit it).
    */
   private async abandonLocal(queryRunner: QueryRunner, txId: string): Promise<void> {
-    if (!queryRunner.isTransactionActive) return;
-    try {
-      await queryRunner.rollbackTransaction();
-      return;
-    } catch (err) {
-      this.logger.warn({ ...errorFields(err), txId }, 'local rollback failed; sending a raw ROLLBACK');
-    }
-    try {
-      await queryRunner.query('ROLLBACK');
-      return;
-    } catch (err) {
-      this.logger.warn({ ...errorFields(err), txId }, 'raw ROLLBACK failed; destroying the connection');
-    }
-    destroyConnection(queryRunner);
+    await abandonTransaction(queryRunner, (step, err) =>
+      this.logger.warn(
+        { ...errorFields(err), txId },
+        step === 'rollback'
+          ? 'local rollback failed; sending a raw ROLLBACK'
+          : 'raw ROLLBACK failed; destroying the connection',
+      ),
+    );
   }
 
   /**
@@ -495,33 +486,4 @@ export class TransactionalProducer {
     if (wasStarted) await this.gateway.shutdown();
     this.state = 'STOPPED';
   }
-}
-
-/** The snapshot of each event, as the relay needs it to rebuild the exact message. */
-export function outboxRows(
-  txId: string,
-  prepared: PreparedEvent[],
-  status: OutboxInitialStatus,
-): NewOutboxEvent[] {
-  return prepared.map(({ eventId, message, envelope }) => ({
-    eventId,
-    txId,
-    topic: message.topic,
-    ...(message.tag !== undefined ? { tag: message.tag } : {}),
-    keys: message.keys,
-    properties: message.properties,
-    body: message.body,
-    ...(envelope
-      ? {
-          aggregateType: envelope.aggregateType,
-          aggregateId: envelope.aggregateId,
-          aggregateVersion: envelope.aggregateVersion,
-          eventType: envelope.eventType,
-          eventVersion: envelope.eventVersion,
-          occurredAt: new Date(envelope.occurredAt),
-          ...(envelope.traceId ? { traceId: envelope.traceId } : {}),
-        }
-      : {}),
-    status,
-  }));
 }

@@ -3,11 +3,10 @@ import { notInitialized } from '../util/clientOptions';
 import { gatewayConfig, type BrokerGateway, type GatewayConfig } from '../broker/gateway';
 import { RocketMqGateway } from '../broker/RocketMqGateway';
 import type { ClaimedOutboxEvent, OutboxStore, TxStatusReader } from '../store/ports';
-import { TypeOrmTxRecordStore } from '../store/typeorm/TypeOrmTxRecordStore';
 import { answerFromRecord } from './readOnlyCheckBack';
-import { ConfirmationBatcher } from '../producer/ConfirmationBatcher';
+import { ConfirmationBatcher } from '../util/ConfirmationBatcher';
 import { EVENT_ID_PROPERTY, TransactionResolution } from '../checkback/resolution';
-import { TypeOrmOutboxStore } from '../store/typeorm/outboxStore';
+import { storesFor } from '../store';
 import { toStoreError } from '../store/typeorm/storeError';
 import { errorFields, type Logger } from '../util/logger';
 import { completesWithin } from '../util/time';
@@ -69,17 +68,21 @@ export class OutboxRelay {
   private readonly observers = new Observers();
   private readonly confirmations: ConfirmationBatcher;
 
+  constructor(options: OutboxRelayOptions);
+  /** @internal */
+  constructor(options: OutboxRelayOptions, internals?: RelayInternals);
   constructor(options: OutboxRelayOptions, internals: RelayInternals = {}) {
     this.options = resolveRelayOptions(options);
     const o = this.options;
     this.logger = o.logger;
     this.random = internals.random ?? Math.random;
-    this.store = internals.store ?? new TypeOrmOutboxStore(o.dataSource);
+    const stores = storesFor(o.dataSource);
+    this.store = internals.store ?? stores.outbox;
     // The proxy registers every client that declares a topic as a check-back target of it (the
     // group is the topic), so checks reach the relay too; an unanswered one still counts against
     // the broker's check maximum. Answer what the database already decided; never fence.
     // A COMMIT answer confirms the event, as a producer's does, so it is not republished later.
-    const reader = internals.txStatus ?? new TypeOrmTxRecordStore(o.dataSource);
+    const reader = internals.txStatus ?? stores.txRecords;
     this.confirmations = new ConfirmationBatcher((ids) => this.store.markConfirmed(ids), o.logger);
     const config = gatewayConfig(o, async (message) => {
       const answer = await answerFromRecord(reader, message, this.logger);
@@ -91,6 +94,7 @@ export class OutboxRelay {
   }
 
   /** @internal Used by RocketMqTxMetrics.attach. */
+  /** @internal */
   [ATTACH_OBSERVER](observer: TxObserver): () => void {
     return this.observers.add(observer);
   }
