@@ -34,6 +34,7 @@ import {
 import { SendMessageResponseSchema } from '../../src/broker/lean/gen/apache/rocketmq/v2/service_pb';
 import { RequestHeaders, authorization, requestDateTime, sign } from '../../src/broker/lean/headers';
 import { QueueSelector } from '../../src/broker/lean/queues';
+import { connectProxyFor } from '../../src/broker/lean/LeanGateway';
 import { GrpcTransportError, RocketMqStatusError, statusError } from '../../src/broker/lean/status';
 import { resolveProducerOptions } from '../../src/producer/options';
 import { fakeDataSource, Journal } from './fakes/fakes';
@@ -490,5 +491,19 @@ describe('producer option transport', () => {
         expect((err as InvalidOptionError).expected).toBe('"official" or "lean"');
       }
     }
+  });
+});
+
+describe('lean transport: HTTP CONNECT proxies', () => {
+  it('names the grpc-js proxy variable that applies, unless no_grpc_proxy / no_proxy lists the host', () => {
+    expect(connectProxyFor('127.0.0.1:8081', {})).toBeUndefined();
+    expect(connectProxyFor('127.0.0.1:8081', { grpc_proxy: 'http://p:3128' })).toBe('grpc_proxy');
+    expect(connectProxyFor('mq.example.com:8081', { https_proxy: 'http://p:3128' })).toBe('https_proxy');
+    expect(
+      connectProxyFor('mq.example.com:8081', { http_proxy: 'http://p:3128', no_proxy: 'example.com' }),
+    ).toBeUndefined();
+    expect(
+      connectProxyFor('127.0.0.1:8081', { grpc_proxy: 'http://p:3128', no_grpc_proxy: '127.0.0.1' }),
+    ).toBeUndefined();
   });
 });

@@ -49,15 +49,26 @@ export class LeanGateway implements BrokerGateway {
   private readonly queues = new QueueSelector();
   private headers: RequestHeaders | undefined;
   private readonly bornHost = hostname();
+  /** Set when an HTTP CONNECT proxy is configured: every call then goes the official way. */
+  private viaOfficial = false;
 
   constructor(
     private readonly config: GatewayConfig,
-    logger: Logger,
+    private readonly logger: Logger,
     private readonly official: RocketMqGateway = new RocketMqGateway(config, logger),
   ) {}
 
   async start(): Promise<void> {
     await this.official.start();
+    const proxy = connectProxyFor(this.config.endpoints, process.env);
+    if (proxy) {
+      // grpc-js tunnels through an HTTP CONNECT proxy from these variables; this path does not.
+      this.viaOfficial = true;
+      this.logger.warn(
+        { proxyVariable: proxy },
+        "transport 'lean' does not use HTTP CONNECT proxies: the official client sends every message",
+      );
+    }
     this.headers = new RequestHeaders({
       clientId: this.official.clientId(),
       namespace: this.config.namespace,
@@ -67,6 +78,7 @@ export class LeanGateway implements BrokerGateway {
   }
 
   async sendHalf(message: OutgoingMessage): Promise<HalfMessage> {
+    if (this.viaOfficial) return this.official.sendHalf(message);
     if (message.messageGroup !== undefined) {
       throw new InvalidMessageError(
         'message.messageGroup',
@@ -91,6 +103,7 @@ export class LeanGateway implements BrokerGateway {
   }
 
   async endTransaction(half: HalfMessage, commit: boolean): Promise<void> {
+    if (!('channel' in half)) return this.official.endTransaction(half, commit);
     const h = half as LeanHalf;
     try {
       const request = endTransactionRequest(
@@ -117,7 +130,7 @@ export class LeanGateway implements BrokerGateway {
   }
 
   async send(message: OutgoingMessage): Promise<{ messageId: string }> {
-    if (message.messageGroup !== undefined) return this.official.send(message);
+    if (message.messageGroup !== undefined || this.viaOfficial) return this.official.send(message);
     let lastError: unknown;
     for (let attempt = 0; attempt < NORMAL_SEND_ATTEMPTS; attempt++) {
       try {
@@ -188,4 +201,23 @@ export class LeanGateway implements BrokerGateway {
   private sendFailure(err: unknown, topic: string): Error {
     return mapSendError(err, topic, 'message', this.config.endpoints, this.config.credentials?.accessKey);
   }
+}
+
+/**
+ * The variable naming an HTTP CONNECT proxy that grpc-js would use for these endpoints
+ * (grpc_proxy, https_proxy, http_proxy; not when no_grpc_proxy / no_proxy lists the host), or
+ * undefined.
+ */
+export function connectProxyFor(endpoints: string, env: NodeJS.ProcessEnv): string | undefined {
+  const name = ['grpc_proxy', 'https_proxy', 'http_proxy'].find((n) => env[n]);
+  if (!name) return undefined;
+  const bypass = (env.no_grpc_proxy ?? env.no_proxy ?? '')
+    .split(',')
+    .map((h) => h.trim())
+    .filter(Boolean);
+  const hosts = endpoints.split(';').map((e) => e.replace(/:\d+$/, ''));
+  const bypassed = hosts.every((h) =>
+    bypass.some((b) => b === '*' || h === b || h.endsWith(`.${b.replace(/^\./, '')}`)),
+  );
+  return bypassed ? undefined : name;
 }
