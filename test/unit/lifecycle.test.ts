@@ -114,6 +114,7 @@ interface Harness {
   busy(gate?: Gate): Promise<void>;
   /** Makes the flush of shutdown hang too, where the component has one. */
   hangFlush(): Promise<void>;
+  stats(): Record<string, unknown>;
 }
 
 const SHUTDOWN_MS = 1000;
@@ -140,6 +141,7 @@ function producerHarness(): Harness {
     gateway,
     start: () => producer.start(),
     shutdown: () => producer.shutdown(),
+    stats: () => producer.stats as unknown as Record<string, unknown>,
     activity: () => outbox.rounds,
     async busy(gate) {
       void producer
@@ -188,6 +190,7 @@ function consumerHarness(): Harness {
     gateway,
     start: () => consumer.start(),
     shutdown: () => consumer.shutdown(),
+    stats: () => consumer.stats as unknown as Record<string, unknown>,
     activity: () => gateway.receives,
     async busy(gate) {
       // A malformed body is dead-lettered; the dead-letter call is the in-flight work.
@@ -232,6 +235,7 @@ function relayHarness(): Harness {
     gateway,
     start: () => relay.start(),
     shutdown: () => relay.shutdown(),
+    stats: () => relay.stats as unknown as Record<string, unknown>,
     activity: () => store.claims,
     async busy(gate) {
       const claimed = new Promise<void>((r) => (store.onClaim = r));
@@ -353,6 +357,24 @@ describe.each(harnesses)('%s lifecycle (fakes)', (_name, make) => {
   });
 });
 
+describe.each(harnesses)('%s stats', (_name, make) => {
+  it('stats is a copy: each read is a new object, and changing it (nested too) changes nothing', () => {
+    const h = make();
+    const first = h.stats();
+    const second = h.stats();
+    expect(second).not.toBe(first);
+    expect(second).toEqual(first);
+    for (const [key, value] of Object.entries(first)) {
+      if (typeof value === 'number') first[key] = value + 99;
+      else if (value && typeof value === 'object') {
+        expect(value).not.toBe(second[key]);
+        for (const k of Object.keys(value)) (value as Record<string, unknown>)[k] = 99;
+      }
+    }
+    expect(h.stats()).toEqual(second);
+  });
+});
+
 describe('NotRunningError', () => {
   it('each component error is a NotRunningError naming its component, with its own stable code', () => {
     const cases = [
@@ -367,7 +389,47 @@ describe('NotRunningError', () => {
     }
   });
 
-  it('transact before start and after shutdown names the producer', async () => {
+  it('producer onOutcome: one call per transact, committed or with the error; a throwing hook is logged', async () => {
+    const journal = new Journal();
+    const outcomes: Array<Record<string, unknown>> = [];
+    const warnings: string[] = [];
+    const producer = new TransactionalProducer(
+      {
+        endpoints: '127.0.0.1:8081',
+        dataSource: fakeDataSource(journal),
+        producerGroup: 'g',
+        topics: ['t'],
+        logger: {
+          debug: () => undefined,
+          info: () => undefined,
+          error: () => undefined,
+          warn: (_f, m) => warnings.push(m),
+        },
+        onOutcome: (o) => {
+          outcomes.push({ ...o });
+          throw new Error('hook bug');
+        },
+      },
+      { gateway: () => new LifeGateway(), store: new FakeStore(journal), outbox: null },
+    );
+    await producer.start();
+    const done = await producer.transact({ topic: 't', body: Buffer.from('x') }, async () => 'ok');
+    const boom = new Error('work failed');
+    await expect(
+      producer.transact({ topic: 't', body: Buffer.from('x') }, async () => {
+        throw boom;
+      }),
+    ).rejects.toBe(boom);
+    await producer.shutdown();
+    expect(outcomes).toEqual([
+      expect.objectContaining({ txId: done.txId, outcome: 'committed', delivery: 'transactional' }),
+      expect.objectContaining({ outcome: 'rolled_back', error: boom }),
+    ]);
+    expect(outcomes[0]).not.toHaveProperty('error');
+    expect(warnings.filter((w) => w === 'onOutcome hook threw')).toHaveLength(2);
+  });
+
+  it('transact before start names the producer', async () => {
     const journal = new Journal();
     const producer = new TransactionalProducer(
       { endpoints: '127.0.0.1:8081', dataSource: fakeDataSource(journal), producerGroup: 'g', topics: ['t'] },
