@@ -1,6 +1,6 @@
 import { DataSource } from 'typeorm';
 import { StoreError } from '../errors';
-import { mysqlDialect } from '../store/typeorm/dialect';
+import { accessDeniedAny } from '../store/typeorm/dialect';
 import { requireEndpoints, RESOURCE_NAME_RE } from '../util/clientOptions';
 import { invalid, stringFlag, UsageError, type FlagSpecs, type ParsedFlags } from './args';
 import { CliError, describeError, maskSecrets } from './output';
@@ -96,7 +96,7 @@ export function databaseError(target: DbTarget, err: unknown): CliError {
     return new CliError(`the database at ${target.display} refused the login: ${detail}`, err);
   }
   if (code === 'ER_TABLEACCESS_DENIED_ERROR' || code === 'ER_COLUMNACCESS_DENIED_ERROR') {
-    const denied = mysqlDialect.accessDenied(err instanceof StoreError ? err.cause : err);
+    const denied = accessDeniedAny(err instanceof StoreError ? err.cause : err);
     const what = denied ? `${denied.privilege} on ${denied.table}` : 'a table privilege';
     return new CliError(
       `the database user of ${target.display} lacks ${what} (grants per command: docs/security.md): ${detail}`,

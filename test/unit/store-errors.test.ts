@@ -1,5 +1,5 @@
 import { StoreAccessDeniedError, StoreError } from '../../src';
-import { mysqlDialect } from '../../src/store/typeorm/dialect';
+import { classifyAny, mysqlDialect, postgresDialect } from '../../src/store/typeorm/dialect';
 import { toStoreError } from '../../src/store/typeorm/storeError';
 
 /** As TypeORM reports a failed statement: a QueryFailedError-like error with the driver's error. */
@@ -120,5 +120,48 @@ describe('toStoreError: retriable only where running the same statement again ca
   it('an error that is already a StoreError passes through unchanged', () => {
     const own = new StoreError('options.dataSource is not initialized', undefined, false);
     expect(toStoreError('claim', own)).toBe(own);
+  });
+});
+
+describe('PostgreSQL: SQLSTATEs classified like their MySQL counterparts', () => {
+  /** As node-postgres reports a server error (TypeORM wraps it as driverError). */
+  const pgError = (code: string, message: string, extra: Record<string, unknown> = {}) =>
+    Object.assign(new Error(message), { driverError: { code, message, severity: 'ERROR', ...extra } });
+
+  it.each([
+    ['23505', 'duplicate key value violates unique constraint "tx_record_pkey"', 'DUPLICATE_KEY', undefined],
+    ['55P03', 'canceling statement due to lock timeout', 'LOCK_WAIT_TIMEOUT', true],
+    ['40P01', 'deadlock detected', 'DEADLOCK', true],
+    ['40001', 'could not serialize access due to concurrent update', 'DEADLOCK', true],
+    ['42P01', 'relation "tx_record" does not exist', 'NO_SUCH_TABLE', false],
+    ['42703', 'column "confirmed_at" does not exist', 'SCHEMA', false],
+    ['3D000', 'database "shop" does not exist', 'SCHEMA', false],
+    ['28P01', 'password authentication failed for user "a"', 'ACCESS_DENIED', false],
+    ['57P01', 'terminating connection due to administrator command', 'CONNECTION', true],
+    ['08006', 'connection failure', 'CONNECTION', true],
+    ['53300', 'sorry, too many clients already', 'CONNECTION', true],
+  ])('%s (%s) is %s', (code, message, kind, retriable) => {
+    const err = pgError(code, message);
+    expect(postgresDialect.classify(err)).toBe(kind);
+    expect(classifyAny(err)).toBe(kind);
+    if (retriable !== undefined) expect(toStoreError('claim', err).retriable).toBe(retriable);
+  });
+
+  it("node-postgres' own lost-connection errors are CONNECTION", () => {
+    expect(postgresDialect.classify(new Error('Connection terminated unexpectedly'))).toBe('CONNECTION');
+  });
+
+  it('a refused table privilege is a StoreAccessDeniedError naming the table', () => {
+    const err = pgError('42501', 'permission denied for table tx_record');
+    expect(toStoreError('claim', err)).toMatchObject({
+      code: 'STORE_ACCESS_DENIED',
+      retriable: false,
+      cause: err,
+    });
+    expect(postgresDialect.accessDenied(err)).toEqual({ privilege: 'a privilege', table: 'tx_record' });
+  });
+
+  it('placeholders are numbered', () => {
+    expect([1, 2].map((i) => postgresDialect.placeholder(i))).toEqual(['$1', '$2']);
   });
 });

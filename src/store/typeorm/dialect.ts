@@ -21,9 +21,12 @@ export interface AccessDenied {
   column?: string;
 }
 
+/** The databases the SDK supports: MySQL/MariaDB, and PostgreSQL (15+). */
+export type DialectName = 'mysql' | 'postgres';
+
 /** Per-database SQL and error classification. One implementation per supported database. */
 export interface Dialect {
-  readonly name: 'mysql';
+  readonly name: DialectName;
   placeholder(index: number): string;
   nowExpression: string;
   classify(err: unknown): DbErrorKind;
@@ -38,6 +41,8 @@ function driverError(err: unknown): {
   errno?: unknown;
   sqlMessage?: unknown;
   message?: unknown;
+  table?: unknown;
+  column?: unknown;
 } {
   if (typeof err !== 'object' || err === null) return {};
   const inner = (err as { driverError?: unknown }).driverError;
@@ -133,6 +138,98 @@ export const mysqlDialect: Dialect = {
   },
 };
 
+// Node's socket-level codes, shared by both drivers.
+const SOCKET_CODES = new Set([
+  'ECONNREFUSED',
+  'ECONNRESET',
+  'ETIMEDOUT',
+  'EPIPE',
+  'EHOSTUNREACH',
+  'ENETUNREACH',
+  'EAI_AGAIN',
+]);
+
+// PostgreSQL SQLSTATEs (https://www.postgresql.org/docs/15/errcodes-appendix.html).
+// Class 08 (connection exception), 57P01-57P03 (admin/crash shutdown, cannot connect now),
+// 53300 (too many connections), 57P05 (idle session timeout).
+const PG_CONNECTION_STATES = new Set(['53300', '57P01', '57P02', '57P03', '57P05']);
+// 42703 undefined column, 42601 syntax error, 3D000 unknown database, 3F000 unknown schema.
+const PG_SCHEMA_STATES = new Set(['42703', '42601', '3D000', '3F000']);
+// 42501 insufficient privilege, 28000 / 28P01 a refused login.
+const PG_ACCESS_STATES = new Set(['42501', '28000', '28P01']);
+// node-postgres' own messages when the socket went away under a query.
+const PG_CONNECTION_MESSAGES = [
+  'Connection terminated',
+  'Client has encountered a connection error',
+  'Client was closed',
+];
+
+// "permission denied for table tx_record" (PostgreSQL 15; the privilege is not named).
+const PG_TABLE_DENIED_RE = /^permission denied for (?:table|relation) "?([^"\s]+)"?/;
+
+function postgresAccessDenied(err: unknown): AccessDenied | undefined {
+  const d = driverError(err);
+  if (d.code !== '42501') return undefined;
+  const text = typeof d.message === 'string' ? d.message : '';
+  const m = PG_TABLE_DENIED_RE.exec(text);
+  const table = typeof d.table === 'string' ? d.table : m?.[1];
+  if (table === undefined) return undefined;
+  return { privilege: 'a privilege', table, ...(typeof d.column === 'string' ? { column: d.column } : {}) };
+}
+
+function postgresClassify(err: unknown): DbErrorKind {
+  const d = driverError(err);
+  const code = typeof d.code === 'string' ? d.code : '';
+  if (code === '23505') return 'DUPLICATE_KEY';
+  // 55P03 lock_not_available: lock_timeout expired (or NOWAIT).
+  if (code === '55P03') return 'LOCK_WAIT_TIMEOUT';
+  // 40P01 deadlock_detected, 40001 serialization_failure: the transaction may simply run again.
+  if (code === '40P01' || code === '40001') return 'DEADLOCK';
+  if (code === '42P01') return 'NO_SUCH_TABLE';
+  if (PG_ACCESS_STATES.has(code)) return 'ACCESS_DENIED';
+  if (code.startsWith('08') || PG_CONNECTION_STATES.has(code) || SOCKET_CODES.has(code)) return 'CONNECTION';
+  const text = typeof d.message === 'string' ? d.message : '';
+  if (PG_CONNECTION_MESSAGES.some((m) => text.startsWith(m))) return 'CONNECTION';
+  if (PG_SCHEMA_STATES.has(code)) return 'SCHEMA';
+  return 'OTHER';
+}
+
+export const postgresDialect: Dialect = {
+  name: 'postgres',
+  placeholder: (index) => `$${index}`,
+  nowExpression: 'CURRENT_TIMESTAMP(3)',
+  classify: postgresClassify,
+  accessDenied: postgresAccessDenied,
+  async withLockWait(queryRunner, ms, fn) {
+    // lock_timeout is milliseconds (0 disables it: at least 1). Session-level, saved and restored,
+    // so it holds for autocommit statements and inside a transaction alike; one round trip each.
+    const timeout = `${Math.max(1, Math.ceil(ms))}ms`;
+    const rows: Array<{ previous: string }> = await queryRunner.query(
+      "SELECT current_setting('lock_timeout') AS previous, set_config('lock_timeout', $1, false)",
+      [timeout],
+    );
+    try {
+      return await fn();
+    } finally {
+      await queryRunner.query("SELECT set_config('lock_timeout', $1, false)", [rows[0]?.previous ?? '0']);
+    }
+  },
+};
+
+/**
+ * Classifies an error of either driver (mysql2's ER_* codes and errnos and PostgreSQL's SQLSTATEs
+ * do not overlap), for code that does not know which database produced it.
+ */
+export function classifyAny(err: unknown): DbErrorKind {
+  const kind = mysqlDialect.classify(err);
+  return kind === 'OTHER' ? postgresDialect.classify(err) : kind;
+}
+
+/** The refused privilege of either driver's access error; undefined for any other error. */
+export function accessDeniedAny(err: unknown): AccessDenied | undefined {
+  return mysqlDialect.accessDenied(err) ?? postgresDialect.accessDenied(err);
+}
+
 /** A deadlock victim or a lock-wait timeout: the statement or transaction may simply run again. */
 export function isLockVictim(kind: DbErrorKind): boolean {
   return kind === 'DEADLOCK' || kind === 'LOCK_WAIT_TIMEOUT';
@@ -168,11 +265,8 @@ export function isDatabaseError(err: unknown): boolean {
 export function dialectFor(dataSource: DataSource): Dialect {
   const type = dataSource.options.type;
   if (type === 'mysql' || type === 'mariadb') return mysqlDialect;
-  throw new InvalidOptionError(
-    'dataSource.options.type',
-    type,
-    '"mysql" or "mariadb" (PostgreSQL support is planned)',
-  );
+  if (type === 'postgres') return postgresDialect;
+  throw new InvalidOptionError('dataSource.options.type', type, '"mysql", "mariadb" or "postgres"');
 }
 
 /**

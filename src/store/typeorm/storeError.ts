@@ -1,5 +1,5 @@
 import { StoreAccessDeniedError, StoreError } from '../../errors';
-import { isRetriableKind, mysqlDialect } from './dialect';
+import { accessDeniedAny, classifyAny, isRetriableKind } from './dialect';
 
 /**
  * A database failure of the SDK's own statements as a typed error: StoreAccessDeniedError (not
@@ -10,7 +10,7 @@ import { isRetriableKind, mysqlDialect } from './dialect';
  */
 export function toStoreError(context: string, err: unknown, retriable = true): StoreError {
   if (err instanceof StoreError) return err;
-  const denied = mysqlDialect.accessDenied(err);
+  const denied = accessDeniedAny(err);
   if (denied) return new StoreAccessDeniedError(context, denied.privilege, denied.table, denied.column, err);
-  return new StoreError(context, err, isRetriableKind(mysqlDialect.classify(err)) ?? retriable);
+  return new StoreError(context, err, isRetriableKind(classifyAny(err)) ?? retriable);
 }
