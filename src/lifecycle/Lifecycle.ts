@@ -14,13 +14,12 @@ export class Deadline {
   constructor(
     budgetMs: number,
     private readonly logger: Logger,
-    private readonly now: () => number = () => performance.now(),
   ) {
-    this.end = this.now() + budgetMs;
+    this.end = performance.now() + budgetMs;
   }
 
   remainingMs(): number {
-    return Math.max(0, this.end - this.now());
+    return Math.max(0, this.end - performance.now());
   }
 
   /**
@@ -39,7 +38,8 @@ export class Deadline {
     });
     const left = this.remainingMs();
     // Budget spent: do not wait at all (the work goes on; its rejection is still observed).
-    const ok = left > 0 ? await completesWithin(watched, left) : (watched.catch(() => undefined), false);
+    if (left === 0) void watched.catch(() => undefined);
+    const ok = left > 0 && (await completesWithin(watched, left));
     if (!ok) {
       this.logger.warn({ ...fields(), ...('err' in failure ? errorFields(failure.err) : {}) }, warning);
     }
