@@ -211,6 +211,7 @@ export class TransactionalProducer {
     return this.observers.add(observer);
   }
 
+  /** A snapshot of the counters (a copy, nested objects too: changing it changes nothing). */
   get stats(): ProducerStats {
     return {
       ...this.counters,
