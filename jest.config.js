@@ -1,6 +1,8 @@
 /**
- * Projects: unit (no services), integration (real RocketMQ broker + MariaDB, files in parallel)
- * and isolated (tests that stop or restart the shared broker: run alone, after the others).
+ * Projects: unit (no services), integration (real RocketMQ broker + MariaDB, files in parallel),
+ * isolated (tests that stop or restart the shared broker: run alone, after the others) and
+ * contract (the store layer against the database ROCKETMQ_TX_DB_URL names, no broker: run once
+ * per supported database by scripts/test-all.js, in band).
  */
 const common = {
   preset: 'ts-jest',
@@ -24,6 +26,12 @@ module.exports = {
       testMatch: ['<rootDir>/test/integration/**/*.isolated.test.ts'],
       setupFiles: ['<rootDir>/test/helpers/integration-setup.ts'],
       slowTestThreshold: 60,
+    },
+    {
+      ...common,
+      displayName: 'contract',
+      testMatch: ['<rootDir>/test/contract/**/*.test.ts'],
+      setupFiles: ['<rootDir>/test/helpers/integration-setup.ts'],
     },
   ],
 };

@@ -2,12 +2,15 @@
 'use strict';
 /**
  * `npm test`: make sure a broker runs (local one via scripts/rocketmq.js, unless ROCKETMQ_ENDPOINTS
- * names an existing one), check the test database answers, then run every jest project.
+ * names an existing one), check the test database answers, then run the unit, integration and
+ * isolated projects, and the contract project on EVERY supported database (MySQL/MariaDB and
+ * PostgreSQL, see scripts/test-contract.js: a database that does not answer fails the run).
  * Extra CLI args go to jest (`npm test -- --selectProjects unit`). Leaves the broker running.
  */
 const path = require('node:path');
 const childProcess = require('node:child_process');
 const rocketmq = require('./rocketmq');
+const { runContract } = require('./test-contract');
 
 const DEFAULT_DB_URL = 'mysql://root@127.0.0.1:3306/test';
 
@@ -22,6 +25,17 @@ function maskUrl(url) {
 }
 
 async function checkDatabase(url) {
+  if (/^postgres(ql)?:\/\//i.test(url)) {
+    const { Client } = require('pg');
+    const client = new Client({ connectionString: url, connectionTimeoutMillis: 5000 });
+    await client.connect();
+    try {
+      await client.query('SELECT 1');
+    } finally {
+      await client.end().catch(() => {});
+    }
+    return;
+  }
   let mysql;
   try {
     mysql = require('mysql2/promise');
@@ -49,7 +63,7 @@ async function main() {
     console.error(
       `[test] the test database ${maskUrl(dbUrl)} is not reachable: ${err.message}\n` +
         '       Start MySQL/MariaDB (e.g. `docker compose -f docker/docker-compose.yml up -d mysql`) ' +
-        'or set ROCKETMQ_TX_DB_URL=mysql://user:pass@host:3306/db.',
+        'or set ROCKETMQ_TX_DB_URL=mysql://user:pass@host:3306/db (or postgres://user@host:5432/db).',
     );
     return 1;
   }
@@ -80,7 +94,9 @@ async function main() {
     '--selectProjects',
     'isolated',
   ]);
-  return main !== 0 ? main : isolated;
+  // The store contract on every supported database, one after the other (each in band).
+  const contract = await runContract();
+  return [main, isolated, contract].find((code) => code !== 0) ?? 0;
 }
 
 main().then(

@@ -87,7 +87,11 @@ export {
   rocketMqTxArchiveMigrations,
 } from './store/typeorm/outboxArchiveMigrations';
 export { AddTxRecordCreatedIndex1764634000000 } from './store/typeorm/retentionMigrations';
-export { OutboxEventArchiveEntity, type ArchivedOutboxEvent } from './store/typeorm/outboxArchiveEntities';
+export {
+  OutboxEventArchiveEntity,
+  outboxEventArchiveEntityFor,
+  type ArchivedOutboxEvent,
+} from './store/typeorm/outboxArchiveEntities';
 export type { TransactEvent, BodyEvent, EnvelopeEvent } from './producer/events';
 export {
   TransactionResolution,
@@ -97,7 +101,7 @@ export {
   type CheckBackMessage,
   type CheckBackResolver,
 } from './checkback/resolution';
-export { TxRecordResolver, type TxRecordResolverOptions } from './checkback/TxRecordResolver';
+export { TxRecordResolver, type TxRecordResolverOptions } from './checkback/fence';
 export type {
   ResolverScope,
   CheckBackStats,
@@ -107,7 +111,7 @@ export type {
 export { TypeOrmTxRecordStore } from './store/typeorm/TypeOrmTxRecordStore';
 export type {
   TxRecordStore,
-  FenceOutcome,
+  TombstoneOutcome,
   NewTxRecord,
   TxStatus,
   OutboxStore,
@@ -116,7 +120,13 @@ export type {
   ClaimOptions,
   OutboxInitialStatus,
 } from './store/ports';
-export { TxRecordEntity, rocketMqTxEntities, type TxRecord } from './store/typeorm/entities';
+export {
+  TxRecordEntity,
+  rocketMqTxEntities,
+  rocketMqTxEntitiesFor,
+  type TxRecord,
+} from './store/typeorm/entities';
+export type { SchemaDatabase } from './store/typeorm/columnTypes';
 export { CreateTxRecord1764633600000, rocketMqTxMigrations } from './store/typeorm/migrations';
 export { noopLogger, type Logger } from './util/logger';
 export {

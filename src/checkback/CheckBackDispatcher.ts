@@ -1,5 +1,6 @@
 import { Semaphore } from '../util/semaphore';
 import { errorFields, type Logger } from '../util/logger';
+import type { CheckBackDecision, DecidedResolution } from './fence';
 import { TransactionResolution, type CheckBackMessage, type CheckBackResolver } from './resolution';
 
 export type ResolverScope = 'without-tx-id' | 'all';
@@ -14,35 +15,7 @@ export interface CheckBackStats {
   errors: number;
 }
 
-/**
- * How a check-back's answer was decided:
- * - `row_found`: the fence found the transaction's tx_record row (COMMIT or ROLLBACK as it says);
- * - `fenced`: the fence inserted the ROLLED_BACK tombstone (ROLLBACK; the producer was too late);
- * - `lock_timeout` / `deadlock`: the fence could not decide yet (UNKNOWN; the broker asks again);
- * - `error`: a database error, or a resolver that threw or returned no resolution (UNKNOWN);
- * - `shed`: the check-back queue was full (UNKNOWN);
- * - `foreign_origin`: another producerGroup's transaction (UNKNOWN, wrong-service guard);
- * - `malformed`: a TX_ID or EVENT_ID rocketmq-tx did not write (UNKNOWN, no write);
- * - `no_tx_id`: a message without TX_ID and no custom resolver (UNKNOWN);
- * - `custom_resolver`: the user's CheckBackResolver answered.
- */
-export type CheckBackDecision =
-  | 'row_found'
-  | 'fenced'
-  | 'lock_timeout'
-  | 'deadlock'
-  | 'error'
-  | 'shed'
-  | 'foreign_origin'
-  | 'malformed'
-  | 'no_tx_id'
-  | 'custom_resolver';
-
-/** A resolution and how it was decided. */
-export interface DecidedResolution {
-  readonly resolution: TransactionResolution;
-  readonly decidedBy: CheckBackDecision;
-}
+export type { CheckBackDecision, DecidedResolution } from './fence';
 
 /** One answered check-back, for metrics and audit logs. */
 export interface CheckBackOutcome {
@@ -54,10 +27,14 @@ export interface CheckBackOutcome {
   readonly durationMs: number;
 }
 
-/** The built-in resolver; `resolveDecision` (TxRecordResolver has it) also says how it decided. */
-export type BuiltInResolver = CheckBackResolver & {
-  resolveDecision?(message: CheckBackMessage): Promise<DecidedResolution>;
-};
+/**
+ * The built-in resolver (the fence, TxRecordResolver): decides with its ownership guards and says
+ * how; `answered` sees every answer given (the "COMMIT answered -> confirm" step).
+ */
+export interface BuiltInResolver {
+  resolveDecision(message: CheckBackMessage): Promise<DecidedResolution>;
+  answered?(message: CheckBackMessage, resolution: TransactionResolution): void;
+}
 
 export interface CheckBackDispatcherOptions {
   producerGroup: string;
@@ -85,7 +62,6 @@ export class CheckBackDispatcher {
     errors: 0,
   };
   private readonly semaphore: Semaphore;
-  private readonly warnedOrigins = new Set<string>();
 
   constructor(private readonly options: CheckBackDispatcherOptions) {
     this.semaphore = new Semaphore(options.concurrency, options.maxQueued);
@@ -94,6 +70,11 @@ export class CheckBackDispatcher {
   async handle(message: CheckBackMessage): Promise<TransactionResolution> {
     const started = Date.now();
     const { resolution: answer, decidedBy } = await this.decide(message);
+    try {
+      this.options.builtIn.answered?.(message, answer);
+    } catch (err) {
+      this.options.logger.warn(errorFields(err), 'check-back confirmation failed; ignored');
+    }
     const listener = this.options.onResolved;
     if (listener) {
       try {
@@ -142,29 +123,15 @@ export class CheckBackDispatcher {
     }
   }
 
+  /** A custom resolver where configured; else the fence, which applies the ownership guards. */
   private async route(message: CheckBackMessage): Promise<DecidedResolution> {
-    const { resolver, resolverScope, builtIn, producerGroup } = this.options;
+    const { resolver, resolverScope, builtIn } = this.options;
     if (resolver && (resolverScope === 'all' || message.txId === undefined)) {
       return { resolution: await resolver.resolve(message), decidedBy: 'custom_resolver' };
     }
-    if (message.txId === undefined)
-      return { resolution: TransactionResolution.UNKNOWN, decidedBy: 'no_tx_id' };
-    if (message.origin !== producerGroup) {
-      this.stats.foreignOrigin++;
-      const origin = message.origin ?? '(none)';
-      if (!this.warnedOrigins.has(origin)) {
-        this.warnedOrigins.add(origin);
-        this.options.logger.warn(
-          { origin, producerGroup, topic: message.topic },
-          'check-back for a transaction of another producerGroup: not ours to decide, answering UNKNOWN',
-        );
-      }
-      return { resolution: TransactionResolution.UNKNOWN, decidedBy: 'foreign_origin' };
-    }
-    if (builtIn.resolveDecision) return builtIn.resolveDecision(message);
-    // A built-in that reports no detail (test doubles): an answer is taken as read from the row.
-    const resolution = await builtIn.resolve(message);
-    return { resolution, decidedBy: resolution === TransactionResolution.UNKNOWN ? 'error' : 'row_found' };
+    const decided = await builtIn.resolveDecision(message);
+    if (decided.decidedBy === 'foreign_origin') this.stats.foreignOrigin++;
+    return decided;
   }
 
   private count(resolution: TransactionResolution, decidedBy: CheckBackDecision): DecidedResolution {

@@ -41,7 +41,7 @@ export const DB_FLAGS: FlagSpecs = {
     type: 'string',
     value: '<url>',
     description:
-      'mysql:// or mariadb:// URL without a password (env ROCKETMQ_TX_DB_URL; password in ' +
+      'mysql://, mariadb://, postgres:// or postgresql:// URL without a password (env ROCKETMQ_TX_DB_URL; password in ' +
       'ROCKETMQ_TX_DB_PASSWORD or in the env URL); default mysql://root@127.0.0.1:3306/test',
   },
 };

@@ -1,6 +1,7 @@
 import { DataSource } from 'typeorm';
 import { StoreError } from '../errors';
 import { accessDeniedAny } from '../store/typeorm/dialect';
+import { probeTable } from '../store/typeorm/tableProbe';
 import { requireEndpoints, RESOURCE_NAME_RE } from '../util/clientOptions';
 import { invalid, stringFlag, UsageError, type FlagSpecs, type ParsedFlags } from './args';
 import { CliError, describeError, maskSecrets } from './output';
@@ -8,8 +9,16 @@ import { CliError, describeError, maskSecrets } from './output';
 export const DEFAULT_DB_URL = 'mysql://root@127.0.0.1:3306/test';
 export const DEFAULT_ENDPOINTS = '127.0.0.1:8081';
 
+/** URL schemes and the TypeORM driver each selects. */
+const SCHEMES: Readonly<Record<string, { type: DbTarget['type']; port: number }>> = {
+  mysql: { type: 'mysql', port: 3306 },
+  mariadb: { type: 'mariadb', port: 3306 },
+  postgres: { type: 'postgres', port: 5432 },
+  postgresql: { type: 'postgres', port: 5432 },
+};
+
 export interface DbTarget {
-  type: 'mysql' | 'mariadb';
+  type: 'mysql' | 'mariadb' | 'postgres';
   host: string;
   port: number;
   username: string;
@@ -37,10 +46,10 @@ export function resolveDbTarget(flags: ParsedFlags, env: Record<string, string |
   try {
     url = new URL(raw);
   } catch {
-    throw bad('a URL such as mysql://user@host:3306/database');
+    throw bad('a URL such as mysql://user@host:3306/database or postgres://user@host:5432/database');
   }
-  const scheme = url.protocol.replace(/:$/, '');
-  if (scheme !== 'mysql' && scheme !== 'mariadb') throw bad('a mysql:// or mariadb:// URL');
+  const scheme = SCHEMES[url.protocol.replace(/:$/, '').toLowerCase()];
+  if (scheme === undefined) throw bad('a mysql://, mariadb://, postgres:// or postgresql:// URL');
   if (url.hostname === '') throw bad('a URL with a host, such as mysql://user@host:3306/database');
   if (url.pathname.replace(/^\//, '') === '')
     throw bad('a URL that names the database: mysql://host/database');
@@ -50,12 +59,12 @@ export function resolveDbTarget(flags: ParsedFlags, env: Record<string, string |
         'put it in ROCKETMQ_TX_DB_PASSWORD (or the whole URL in ROCKETMQ_TX_DB_URL)',
     );
   }
-  const port = url.port === '' ? 3306 : Number(url.port);
+  const port = url.port === '' ? scheme.port : Number(url.port);
   const envPassword = env.ROCKETMQ_TX_DB_PASSWORD;
   const password = envPassword ? envPassword : url.password ? decodeURIComponent(url.password) : undefined;
   if (password !== undefined) url.password = 'x';
   return {
-    type: scheme,
+    type: scheme.type,
     host: url.hostname.replace(/^\[(.*)\]$/, '$1'),
     port,
     username: decodeURIComponent(url.username),
@@ -65,7 +74,11 @@ export function resolveDbTarget(flags: ParsedFlags, env: Record<string, string |
   };
 }
 
+// Node's socket codes (both drivers), mysql2's lost connection, PostgreSQL's connection SQLSTATEs.
 const UNREACHABLE = new Set([
+  '57P03',
+  '08001',
+  '08006',
   'ECONNREFUSED',
   'ENOTFOUND',
   'EAI_AGAIN',
@@ -92,10 +105,11 @@ export function databaseError(target: DbTarget, err: unknown): CliError {
   if (code !== undefined && UNREACHABLE.has(code)) {
     return new CliError(`cannot reach the database at ${target.display}: ${detail}`, err);
   }
-  if (code !== undefined && /^ER_(DB)?ACCESS_DENIED/.test(code)) {
+  // PostgreSQL: 28P01 wrong password, 28000 no pg_hba entry / role may not log in.
+  if (code !== undefined && (/^ER_(DB)?ACCESS_DENIED/.test(code) || code === '28P01' || code === '28000')) {
     return new CliError(`the database at ${target.display} refused the login: ${detail}`, err);
   }
-  if (code === 'ER_TABLEACCESS_DENIED_ERROR' || code === 'ER_COLUMNACCESS_DENIED_ERROR') {
+  if (code === 'ER_TABLEACCESS_DENIED_ERROR' || code === 'ER_COLUMNACCESS_DENIED_ERROR' || code === '42501') {
     const denied = accessDeniedAny(err instanceof StoreError ? err.cause : err);
     const what = denied ? `${denied.privilege} on ${denied.table}` : 'a table privilege';
     return new CliError(
@@ -103,10 +117,10 @@ export function databaseError(target: DbTarget, err: unknown): CliError {
       err,
     );
   }
-  if (code === 'ER_BAD_DB_ERROR') {
+  if (code === 'ER_BAD_DB_ERROR' || code === '3D000') {
     return new CliError(`the database named in ${target.display} does not exist: ${detail}`, err);
   }
-  if (code === 'ER_NO_SUCH_TABLE') {
+  if (code === 'ER_NO_SUCH_TABLE' || code === '42P01') {
     return new CliError(
       `${detail} (database ${target.display}): run the SDK migrations (rocketMqTxMigrations) first`,
       err,
@@ -120,22 +134,25 @@ export function createDataSource(
   target: DbTarget,
   options: { poolSize?: number; connectTimeoutMs?: number } = {},
 ): DataSource {
+  const common = {
+    host: target.host,
+    port: target.port,
+    username: target.username,
+    ...(target.password !== undefined ? { password: target.password } : {}),
+    database: target.database,
+    poolSize: options.poolSize ?? 4,
+    logging: false,
+  } as const;
+  const timeout = options.connectTimeoutMs ?? 10_000;
   try {
-    return new DataSource({
-      type: target.type,
-      host: target.host,
-      port: target.port,
-      username: target.username,
-      ...(target.password !== undefined ? { password: target.password } : {}),
-      database: target.database,
-      poolSize: options.poolSize ?? 4,
-      connectTimeout: options.connectTimeoutMs ?? 10_000,
-      logging: false,
-    });
+    return target.type === 'postgres'
+      ? new DataSource({ type: 'postgres', ...common, connectTimeoutMS: timeout })
+      : new DataSource({ type: target.type, ...common, connectTimeout: timeout });
   } catch (err) {
     // TypeORM loads the driver here; its own message names the wrong package ("mysql").
     if (err instanceof Error && err.name === 'DriverPackageNotInstalledError') {
-      throw new CliError('the mysql2 driver is not installed next to rocketmq-tx: npm install mysql2', err);
+      const pkg = target.type === 'postgres' ? 'pg' : 'mysql2';
+      throw new CliError(`the ${pkg} driver is not installed next to rocketmq-tx: npm install ${pkg}`, err);
     }
     throw err;
   }
@@ -166,7 +183,7 @@ export async function requireTables(
 ): Promise<void> {
   for (const table of tables) {
     try {
-      await ds.query(`SELECT 1 FROM ${table} WHERE 1 = 0`);
+      await probeTable(ds, table);
     } catch (err) {
       throw databaseError(target, err);
     }

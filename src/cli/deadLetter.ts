@@ -1,6 +1,11 @@
 import type { DataSource } from 'typeorm';
 import { TypeOrmOutboxStore } from '../index';
 import {
+  TypeOrmDeadLetterReader,
+  type DeadEventRow,
+  type DeadFilter,
+} from '../store/typeorm/deadLetterStore';
+import {
   boolFlag,
   COMMON_FLAGS,
   DB_FLAGS,
@@ -34,25 +39,9 @@ export const deadLetterFlags = {
 const EVENT_ID_RE = /^[0-9A-Za-z-]{1,36}$/;
 const BATCH = 500;
 
-export interface DeadEvent {
-  eventId: string;
-  txId: string;
-  topic: string;
-  tag: string | null;
-  aggregateType: string | null;
-  aggregateId: string | null;
-  aggregateVersion: number | null;
-  eventType: string | null;
-  attempts: number;
-  occurredAt: string;
-  ageMs: number;
-  lastError: string | null;
-}
+export type DeadEvent = DeadEventRow;
 
-interface Filter {
-  topics: string[];
-  eventIds: string[];
-}
+type Filter = DeadFilter;
 
 function eventIdsFlag(flags: ParsedFlags): string[] {
   const v = flags['event-id'];
@@ -68,77 +57,14 @@ function eventIdsFlag(flags: ParsedFlags): string[] {
   return out;
 }
 
-function where(filter: Filter, afterId?: string): { sql: string; params: string[] } {
-  const parts = ["status = 'DEAD'"];
-  const params: string[] = [];
-  if (filter.topics.length > 0) {
-    parts.push(`topic IN (${filter.topics.map(() => '?').join(', ')})`);
-    params.push(...filter.topics);
-  }
-  if (filter.eventIds.length > 0) {
-    parts.push(`event_id IN (${filter.eventIds.map(() => '?').join(', ')})`);
-    params.push(...filter.eventIds);
-  }
-  if (afterId !== undefined) {
-    parts.push('event_id > ?');
-    params.push(afterId);
-  }
-  return { sql: parts.join(' AND '), params };
-}
-
-interface Row {
-  event_id: string;
-  tx_id: string;
-  topic: string;
-  tag: string | null;
-  aggregate_type: string | null;
-  aggregate_id: string | null;
-  aggregate_version: string | number | null;
-  event_type: string | null;
-  attempts: number | string;
-  occurred_at: Date;
-  age_ms: number | string;
-  last_error: string | null;
-}
-
 /** DEAD rows in event_id order (UUIDv7: creation order), keyset-paginated. */
-export async function listDead(
+export function listDead(
   ds: DataSource,
   filter: Filter,
   limit: number,
   afterId?: string,
 ): Promise<DeadEvent[]> {
-  const w = where(filter, afterId);
-  const rows: Row[] = await ds.query(
-    `SELECT event_id, tx_id, topic, tag, aggregate_type, aggregate_id, aggregate_version, event_type,
-       attempts, occurred_at, TIMESTAMPDIFF(MICROSECOND, occurred_at, CURRENT_TIMESTAMP(3)) / 1000 AS age_ms,
-       last_error
-     FROM outbox_event WHERE ${w.sql} ORDER BY event_id LIMIT ${Math.trunc(limit)}`,
-    w.params,
-  );
-  return rows.map((r) => ({
-    eventId: r.event_id,
-    txId: r.tx_id,
-    topic: r.topic,
-    tag: r.tag,
-    aggregateType: r.aggregate_type,
-    aggregateId: r.aggregate_id,
-    aggregateVersion: r.aggregate_version === null ? null : Number(r.aggregate_version),
-    eventType: r.event_type,
-    attempts: Number(r.attempts),
-    occurredAt: new Date(r.occurred_at).toISOString(),
-    ageMs: Math.round(Number(r.age_ms)),
-    lastError: r.last_error,
-  }));
-}
-
-async function countDead(ds: DataSource, filter: Filter): Promise<number> {
-  const w = where(filter);
-  const rows: Array<{ n: number | string }> = await ds.query(
-    `SELECT COUNT(*) AS n FROM outbox_event WHERE ${w.sql}`,
-    w.params,
-  );
-  return Number(rows[0]?.n ?? 0);
+  return new TypeOrmDeadLetterReader(ds).list(filter, limit, afterId);
 }
 
 function oneLine(text: string | null, max: number): string {
@@ -166,7 +92,7 @@ async function list(io: Io, flags: ParsedFlags, filter: Filter): Promise<number>
   const limit = intFlag(flags, 'limit', { min: 1, max: 100_000 }) ?? 100;
   const target = resolveDbTarget(flags, io.env);
   const { total, events } = await withDatabase(target, async (ds) => ({
-    total: await countDead(ds, filter),
+    total: await new TypeOrmDeadLetterReader(ds).count(filter),
     events: await listDead(ds, filter, limit),
   }));
   if (boolFlag(flags, 'json')) {
@@ -232,11 +158,7 @@ async function replay(io: Io, flags: ParsedFlags, filter: Filter): Promise<numbe
       const found = new Set(shown.map((e) => e.eventId));
       const rest = filter.eventIds.filter((id) => !found.has(id));
       if (rest.length > 0) {
-        const rows: Array<{ event_id: string; status: string }> = await ds.query(
-          `SELECT event_id, status FROM outbox_event WHERE event_id IN (${rest.map(() => '?').join(', ')})`,
-          rest,
-        );
-        const status = new Map(rows.map((x) => [x.event_id, x.status]));
+        const status = await new TypeOrmDeadLetterReader(ds).statusOf(rest);
         r.notDead = rest.map((eventId) => ({ eventId, status: status.get(eventId) ?? 'missing' }));
       }
     }

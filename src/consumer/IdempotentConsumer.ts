@@ -4,7 +4,7 @@ import { retryDelay } from '../util/retryPolicy';
 import type { ConsumerGateway, ConsumerGatewayConfig, InboundMessage } from '../broker/consumerGateway';
 import { RocketMqConsumerGateway } from '../broker/RocketMqConsumerGateway';
 import { errorFields, type Logger } from '../util/logger';
-import type { InboxStore } from './inbox';
+import type { InboxStore } from '../store/ports';
 import { MessageProcessor, type Decision } from './MessageProcessor';
 import {
   resolveConsumerOptions,
@@ -13,7 +13,7 @@ import {
 } from './options';
 import { ACKED_KINDS, type ConsumeOutcome } from './outcome';
 import { ReceiveSlots } from './ReceiveSlots';
-import { TypeOrmInboxStore } from './TypeOrmInboxStore';
+import { storesFor } from '../store';
 import { ATTACH_OBSERVER, Observers, elapsedMs, type TxObserver } from '../observability/observer';
 
 export interface ConsumerStats {
@@ -81,7 +81,7 @@ export class IdempotentConsumer {
     this.options = resolveConsumerOptions(options);
     const o = this.options;
     this.logger = o.logger;
-    this.store = internals.store ?? new TypeOrmInboxStore(o.dataSource);
+    this.store = internals.store ?? storesFor(o.dataSource).inbox;
     this.processor = new MessageProcessor(this.store, {
       consumerGroup: o.consumerGroup,
       registry: o.registry,

@@ -6,7 +6,7 @@ import { AGGREGATE_ID_PROPERTY, EVENT_TYPE_PROPERTY } from '../envelope/envelope
 import { RESOURCE_NAME_RE } from '../util/clientOptions';
 import { isUuid } from '../util/uuidv7';
 import type { HandlerRegistry } from './handlers';
-import type { ConsumedRow, InboxStore } from './inbox';
+import type { ConsumedRow, InboxStore } from '../store/ports';
 import type { GapPolicy, UnknownEventTypePolicy } from './options';
 import type { ConsumeOutcome } from './outcome';
 

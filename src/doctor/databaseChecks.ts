@@ -1,5 +1,7 @@
 import type { DataSource } from 'typeorm';
 import type { StatusReport } from '../observability/status';
+import type { DialectName } from '../store/typeorm/dialect';
+import { doctorQueries, type LockWaitSetting } from '../store/typeorm/doctorQueries';
 import type { ResolvedDoctorOptions } from './options';
 import { check, formatDuration, type DoctorCheck } from './report';
 
@@ -19,9 +21,23 @@ export function horizonText(o: Parameters<typeof brokerHorizonMs>[0]): string {
 
 const ISOLATION_OK = 'REPEATABLE-READ or READ-COMMITTED';
 
+const PG_ISOLATION_OK = 'READ-COMMITTED (PostgreSQL runs READ-UNCOMMITTED as READ-COMMITTED)';
+
 /** The session default isolation level of a new connection. */
-export function isolationCheck(isolation: string): DoctorCheck {
+export function isolationCheck(isolation: string, dialect: DialectName = 'mysql'): DoctorCheck {
   const level = isolation.toUpperCase().replace(/[ _]/g, '-');
+  if (dialect === 'postgres') {
+    if (level === 'READ-COMMITTED' || level === 'READ-UNCOMMITTED') {
+      return check('database settings', 'db.isolation', 'pass', level, { threshold: PG_ISOLATION_OK });
+    }
+    return check('database settings', 'db.isolation', 'warn', level, {
+      threshold: PG_ISOLATION_OK,
+      advice:
+        'under REPEATABLE READ or SERIALIZABLE a statement that meets a concurrent update fails with 40001 ' +
+        '(ON CONFLICT included) instead of waiting: the SDK pins READ COMMITTED for its own transactions, ' +
+        "yours may fail more; set default_transaction_isolation = 'read committed' (the PostgreSQL default)",
+    });
+  }
   if (level === 'REPEATABLE-READ' || level === 'READ-COMMITTED') {
     return check('database settings', 'db.isolation', 'pass', level, { threshold: ISOLATION_OK });
   }
@@ -38,6 +54,27 @@ export function isolationCheck(isolation: string): DoctorCheck {
     advice:
       "the fence's plain read would see an uncommitted tx_record row and answer COMMIT for a transaction " +
       'that may still roll back: set transaction_isolation = REPEATABLE-READ',
+  });
+}
+
+/**
+ * PostgreSQL's lock_timeout (what business transactions get; 0 = wait forever) against the
+ * broker's horizon. The fence sets its own lock_timeout for its statement.
+ */
+export function pgLockTimeoutCheck(lockTimeoutMs: number | null, o: ResolvedDoctorOptions): DoctorCheck {
+  const value =
+    `lock_timeout ${lockTimeoutMs === null ? '0 (no bound)' : formatDuration(lockTimeoutMs)}; the fence sets ` +
+    `${o.lockWaitTimeoutMs} ms for its own statement (checkBack.lockWaitTimeoutMs)`;
+  const threshold = `< ${horizonText(o)}`;
+  if (lockTimeoutMs !== null && lockTimeoutMs < brokerHorizonMs(o)) {
+    return check('database settings', 'db.lock-wait-timeout', 'pass', value, { threshold });
+  }
+  return check('database settings', 'db.lock-wait-timeout', 'warn', value, {
+    threshold,
+    advice:
+      'a business transaction that waits this long on a lock keeps its tx_record row uncommitted past the ' +
+      "broker's last check-back: the half message is discarded and the event waits for the discard " +
+      "horizon; set lock_timeout (e.g. ALTER ROLE app SET lock_timeout = '10s') or keep transactions short",
   });
 }
 
@@ -212,30 +249,17 @@ export function clockCheck(measured: { skewMs: number; rttMs: number }): DoctorC
 }
 
 /** The measurements behind the checks above (one short statement each; no locks). */
-export async function readIsolation(ds: DataSource): Promise<string> {
-  // MySQL 8 removed tx_isolation; MariaDB before 11.1 has only tx_isolation.
-  for (const v of ['@@SESSION.transaction_isolation', '@@SESSION.tx_isolation']) {
-    try {
-      const rows = (await ds.query(`SELECT ${v} AS v`)) as Array<{ v: unknown }>;
-      if (rows[0]?.v !== undefined && rows[0].v !== null) return String(rows[0].v);
-    } catch {
-      // Unknown system variable: try the other spelling.
-    }
-  }
-  throw new Error('neither transaction_isolation nor tx_isolation could be read');
+export function readIsolation(ds: DataSource): Promise<string> {
+  return doctorQueries(ds).isolation(ds);
 }
 
-export async function readLockWaitSeconds(ds: DataSource): Promise<number> {
-  const rows = (await ds.query('SELECT @@GLOBAL.innodb_lock_wait_timeout AS v')) as Array<{ v: unknown }>;
-  return Number(rows[0]?.v);
+export function readLockWait(ds: DataSource): Promise<LockWaitSetting> {
+  return doctorQueries(ds).lockWait(ds);
 }
 
 /** SENT rows' next_attempt_at is at most one lease before their publish (the index Retention reads too). */
 export async function readOldestSentAgeMs(ds: DataSource): Promise<number | null> {
-  const rows = (await ds.query(
-    "SELECT TIMESTAMPDIFF(MICROSECOND, MIN(next_attempt_at), CURRENT_TIMESTAMP(3)) AS us FROM outbox_event WHERE status = 'SENT'",
-  )) as Array<{ us: unknown }>;
-  const us = rows[0]?.us;
+  const us = await doctorQueries(ds).oldestSentAgeUs(ds);
   return us === null || us === undefined ? null : Math.max(0, Math.floor(Number(us) / 1000));
 }
 
@@ -243,9 +267,10 @@ export async function readClock(
   ds: DataSource,
   now: () => number = Date.now,
 ): Promise<{ skewMs: number; rttMs: number }> {
+  const q = doctorQueries(ds);
   const before = now();
-  const rows = (await ds.query('SELECT UNIX_TIMESTAMP(CURRENT_TIMESTAMP(3)) AS t')) as Array<{ t: unknown }>;
+  const t = await q.clock(ds);
   const after = now();
-  const dbMs = Number(rows[0]?.t) * 1000;
+  const dbMs = Number(t) * 1000;
   return { skewMs: Math.round(dbMs - (before + after) / 2), rttMs: after - before };
 }

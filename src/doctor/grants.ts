@@ -1,5 +1,16 @@
 import { tableGrants, type GrantComponent } from '../store/typeorm/grants';
+import type { DialectName } from '../store/typeorm/dialect';
 import { check, type DoctorCheck } from './report';
+
+/** PostgreSQL: ownership is not granted; the other privileges are, per table. */
+function pgAdvice(missing: readonly string[], table: string, role: string): string {
+  const grantable = missing.filter((p) => p !== 'OWNER');
+  const parts: string[] = [];
+  if (grantable.length > 0) parts.push(`GRANT ${grantable.join(', ')} ON TABLE ${table} TO "${role}"`);
+  if (missing.includes('OWNER'))
+    parts.push(`run the migrations as "${role}" (or ALTER TABLE ${table} OWNER TO "${role}")`);
+  return `${parts.join('; ')} (rocketMqTxGrants with dialect 'postgres', docs/security.md)`;
+}
 
 /** One table-level (or wider) grant of the connected user, parsed from SHOW GRANTS. */
 export interface ParsedGrant {
@@ -93,6 +104,8 @@ export function privilegesOn(grants: readonly ParsedGrant[], database: string, t
 /** Privileges a runtime user should not hold on the SDK's tables: they can drop or reshape the fence. */
 export const RISKY_PRIVILEGES = [
   'ALL',
+  'OWNER',
+  'TRUNCATE',
   'DROP',
   'ALTER',
   'CREATE',
@@ -110,13 +123,15 @@ export function compareGrants(
   grants: readonly ParsedGrant[],
   database: string,
   components: readonly GrantComponent[],
-  options: { archive: boolean; account: string; migrationsTableName?: string },
+  options: { archive: boolean; account: string; migrationsTableName?: string; dialect?: DialectName },
 ): DoctorCheck[] {
+  const pg = options.dialect === 'postgres';
   const needed = new Map<string, Set<string>>();
   for (const c of components) {
     for (const [table, privileges] of Object.entries(
       tableGrants(c, {
         archive: options.archive,
+        ...(pg ? { dialect: 'postgres' as const } : {}),
         ...(options.migrationsTableName !== undefined
           ? { migrationsTableName: options.migrationsTableName }
           : {}),
@@ -134,15 +149,18 @@ export function compareGrants(
     const has = privilegesOn(grants, database, table);
     const all = has.has('ALL');
     const missing = [...required].filter((p) => !all && !has.has(p));
+    const allName = pg ? 'SUPERUSER' : 'ALL PRIVILEGES';
     const risky = migrations
       ? []
-      : RISKY_PRIVILEGES.filter((p) => has.has(p)).map((p) => (p === 'ALL' ? 'ALL PRIVILEGES' : p));
-    const shown = all ? 'ALL PRIVILEGES' : [...has].sort().join(', ') || 'none';
+      : RISKY_PRIVILEGES.filter((p) => has.has(p)).map((p) => (p === 'ALL' ? allName : p));
+    const shown = all ? allName : [...has].sort().join(', ') || 'none';
     const threshold = `${[...required].join(', ')}${migrations ? '' : '; no DDL'}`;
     if (missing.length > 0) {
       return check('grants', id, 'fail', `${who} lacks ${missing.join(', ')} on ${table} (has ${shown})`, {
         threshold,
-        advice: `GRANT ${missing.join(', ')} ON \`${database}\`.\`${table}\` TO ${options.account} (rocketMqTxGrants, docs/security.md)`,
+        advice: pg
+          ? pgAdvice(missing, table, options.account)
+          : `GRANT ${missing.join(', ')} ON \`${database}\`.\`${table}\` TO ${options.account} (rocketMqTxGrants, docs/security.md)`,
       });
     }
     if (risky.length > 0) {
@@ -150,7 +168,8 @@ export function compareGrants(
         threshold,
         advice:
           'a runtime user should not be able to drop or alter the SDK tables: grant exactly ' +
-          `rocketMqTxGrants('${components[0]}', ...) and REVOKE the rest (docs/security.md)`,
+          `rocketMqTxGrants('${components[0]}', ...) and REVOKE the rest (docs/security.md)` +
+          (pg ? '; the tables belong to the migrations role, not a runtime role' : ''),
       });
     }
     return check('grants', id, 'pass', `${shown} on ${table}`, { threshold });

@@ -49,7 +49,7 @@ export interface DoctorThresholds {
 }
 
 export interface DoctorOptions {
-  /** Your initialized DataSource (mysql or mariadb), connected as the user to check. Without it the database checks are skipped. */
+  /** Your initialized DataSource (mysql, mariadb or postgres), connected as the user to check. Without it the database checks are skipped. */
   dataSource?: DataSource;
   /** The components this database user runs (its grants are compared with theirs). Without it the grants checks are skipped. */
   components?: readonly GrantComponent[];

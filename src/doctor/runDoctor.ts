@@ -1,7 +1,9 @@
 import type { DataSource } from 'typeorm';
 import { readTopicRoutes } from '../broker/topicRoutes';
-import { outboxQuery, resolveStatusOptions, shapeStatus, type StatusRows } from '../observability/status';
-import { dialectFor } from '../store/typeorm/dialect';
+import { resolveStatusOptions, shapeStatus } from '../observability/status';
+import { classifyAny, dialectFor } from '../store/typeorm/dialect';
+import { doctorQueries } from '../store/typeorm/doctorQueries';
+import { readOutboxStatusRows } from '../store/typeorm/statusQueries';
 import { tableGrants } from '../store/typeorm/grants';
 import { brokerChecks, intendedTypes, optionChecks } from './brokerChecks';
 import {
@@ -10,9 +12,10 @@ import {
   isolationCheck,
   lockWaitCheck,
   outboxChecks,
+  pgLockTimeoutCheck,
   readClock,
   readIsolation,
-  readLockWaitSeconds,
+  readLockWait,
   readOldestSentAgeMs,
   retentionCheck,
 } from './databaseChecks';
@@ -75,7 +78,7 @@ async function attempt<T>(
     return { ok: true, value: await fn() };
   } catch (err) {
     const text = errorLine(err);
-    if (/ER_NO_SUCH_TABLE/.test(text)) {
+    if (/ER_NO_SUCH_TABLE|42P01/.test(text) || classifyAny(err) === 'NO_SUCH_TABLE') {
       return {
         ok: false,
         check: check(group, id, 'skip', `not checked: ${text}`, {
@@ -105,24 +108,19 @@ async function databaseChecks(ds: DataSource, o: ResolvedDoctorOptions): Promise
       }),
     ];
   }
+  const q = doctorQueries(ds);
   let who: { database: string; account: string };
   try {
-    const rows = (await ds.query('SELECT DATABASE() AS db, CURRENT_USER() AS u, VERSION() AS v')) as Array<{
-      db: string | null;
-      u: string;
-      v: string;
-    }>;
-    const r = rows[0]!;
-    if (r.db === null) {
+    const r = await q.identity(ds);
+    if (r.database === null) {
       return [
         check('schema', 'db.connection', 'fail', 'no database selected', {
           advice: 'name the database that holds the SDK tables in the connection URL',
         }),
       ];
     }
-    const at = r.u.lastIndexOf('@');
-    who = { database: r.db, account: `'${r.u.slice(0, at)}'@'${r.u.slice(at + 1)}'` };
-    out.push(check('schema', 'db.connection', 'pass', `${who.account} on ${r.db} (${r.v})`));
+    who = { database: r.database, account: r.account };
+    out.push(check('schema', 'db.connection', 'pass', `${who.account} on ${r.database} (${r.version})`));
   } catch (err) {
     return [
       check('schema', 'db.connection', 'fail', errorLine(err), {
@@ -131,17 +129,27 @@ async function databaseChecks(ds: DataSource, o: ResolvedDoctorOptions): Promise
     ];
   }
 
+  const expected = (await expectedSchema(q.dialect)).filter(
+    (t) => t.name !== 'outbox_event_archive' || o.archive !== false,
+  );
   o.onProgress('database: grants');
-  const shown = await attempt('grants', 'grants.read', 'SHOW GRANTS', async () => {
-    const rows = (await ds.query('SHOW GRANTS')) as Array<Record<string, unknown>>;
-    return parseGrants(rows.map((r) => String(Object.values(r)[0])));
-  });
+  const shown = await attempt(
+    'grants',
+    'grants.read',
+    q.dialect === 'postgres' ? 'the table privileges' : 'SHOW GRANTS',
+    async () => {
+      const g = await q.grants(ds, [...expected.map((t) => t.name), o.migrationsTableName ?? 'migrations']);
+      if (g.kind === 'show-grants') return parseGrants(g.lines);
+      return g.tables.map((t): ParsedGrant => ({
+        database: who.database,
+        table: t.table,
+        privileges: t.privileges,
+      }));
+    },
+  );
   const grants: ParsedGrant[] | undefined = shown.ok ? shown.value : undefined;
 
   o.onProgress('database: schema');
-  const expected = (await expectedSchema()).filter(
-    (t) => t.name !== 'outbox_event_archive' || o.archive !== false,
-  );
   const schema = await attempt('schema', 'schema.read', 'information_schema', () =>
     readSchema(
       ds,
@@ -174,6 +182,7 @@ async function databaseChecks(ds: DataSource, o: ResolvedDoctorOptions): Promise
         archive,
         account: who.account,
         migrationsTableName: o.migrationsTableName,
+        dialect: q.dialect,
       }),
     );
 
@@ -184,17 +193,18 @@ async function databaseChecks(ds: DataSource, o: ResolvedDoctorOptions): Promise
   const lockWait = await attempt(
     'database settings',
     'db.lock-wait-timeout',
-    'innodb_lock_wait_timeout',
-    () => readLockWaitSeconds(ds),
+    q.dialect === 'postgres' ? 'lock_timeout' : 'innodb_lock_wait_timeout',
+    () => readLockWait(ds),
   );
-  out.push(isolation.ok ? isolationCheck(isolation.value) : isolation.check);
-  out.push(lockWait.ok ? lockWaitCheck(lockWait.value, o) : lockWait.check);
+  out.push(isolation.ok ? isolationCheck(isolation.value, q.dialect) : isolation.check);
+  if (!lockWait.ok) out.push(lockWait.check);
+  else if (q.dialect === 'postgres') out.push(pgLockTimeoutCheck(lockWait.value.ms, o));
+  else out.push(lockWaitCheck((lockWait.value.ms ?? 0) / 1000, o));
 
   o.onProgress('database: outbox and in-doubt transactions');
   const status = await attempt('outbox', 'outbox.read', 'outbox_event / tx_record', async () => {
     const filter = resolveStatusOptions({ discardHorizonMs: o.discardHorizonMs });
-    const q = outboxQuery(filter);
-    const rows = (await ds.query(q.sql, q.params)) as StatusRows['outbox'];
+    const rows = await readOutboxStatusRows(ds, filter);
     return shapeStatus({ txRecords: [], outbox: rows, consumed: [] }, filter, new Date());
   });
   if (status.ok) out.push(...outboxChecks(status.value, o), inDoubtCheck(status.value, o));

@@ -1,6 +1,8 @@
 import type { DataSource, QueryRunner, Table, TableIndex } from 'typeorm';
 import { rocketMqTxArchiveMigrations } from '../store/typeorm/outboxArchiveMigrations';
 import { rocketMqTxMigrations } from '../store/typeorm/migrations';
+import type { DialectName } from '../store/typeorm/dialect';
+import { doctorQueries, type ActualSchema } from '../store/typeorm/doctorQueries';
 import { check, type DoctorCheck } from './report';
 
 /** A table as the migrations create it. */
@@ -20,11 +22,11 @@ type MigrationClass = new () => { up(queryRunner: QueryRunner): Promise<void> };
  * runner that records createTable/createIndex calls instead of executing them: the expected
  * schema is the migrations themselves, never a copy that could drift.
  */
-export async function expectedSchema(): Promise<ExpectedTable[]> {
+export async function expectedSchema(dialect: DialectName = 'mysql'): Promise<ExpectedTable[]> {
   const tables = new Map<string, ExpectedTable>();
   const record = async (list: readonly MigrationClass[], migrations: ExpectedTable['migrations']) => {
     const recorder = {
-      connection: { options: { type: 'mysql' } },
+      connection: { options: { type: dialect } },
       async createTable(table: Table) {
         tables.set(table.name, {
           name: table.name,
@@ -53,38 +55,11 @@ function indexOf(index: TableIndex) {
   };
 }
 
-/** What information_schema shows of the SDK's tables in the current database. */
-export interface ActualSchema {
-  tables: Array<{ t: string; engine: string | null }>;
-  columns: Array<{ t: string; c: string }>;
-  /** One row per index column, in SEQ_IN_INDEX order. */
-  indexes: Array<{ t: string; i: string; nonUnique: number; c: string }>;
-}
+/** What information_schema shows of the SDK's tables in the current database (schema). */
+export type { ActualSchema };
 
-export async function readSchema(ds: DataSource, tables: readonly string[]): Promise<ActualSchema> {
-  const marks = tables.map(() => '?').join(', ');
-  const where = `TABLE_SCHEMA = DATABASE() AND TABLE_NAME IN (${marks})`;
-  const [t, c, i] = await Promise.all([
-    ds.query(`SELECT TABLE_NAME AS t, ENGINE AS engine FROM information_schema.TABLES WHERE ${where}`, [
-      ...tables,
-    ]),
-    ds.query(`SELECT TABLE_NAME AS t, COLUMN_NAME AS c FROM information_schema.COLUMNS WHERE ${where}`, [
-      ...tables,
-    ]),
-    ds.query(
-      'SELECT TABLE_NAME AS t, INDEX_NAME AS i, NON_UNIQUE AS nonUnique, COLUMN_NAME AS c' +
-        ` FROM information_schema.STATISTICS WHERE ${where} ORDER BY TABLE_NAME, INDEX_NAME, SEQ_IN_INDEX`,
-      [...tables],
-    ),
-  ]);
-  return {
-    tables: t as ActualSchema['tables'],
-    columns: c as ActualSchema['columns'],
-    indexes: (i as Array<{ t: string; i: string; nonUnique: unknown; c: string }>).map((r) => ({
-      ...r,
-      nonUnique: Number(r.nonUnique),
-    })),
-  };
+export function readSchema(ds: DataSource, tables: readonly string[]): Promise<ActualSchema> {
+  return doctorQueries(ds).schema(ds, tables);
 }
 
 const list = (cols: readonly string[]) => `(${cols.join(', ')})`;

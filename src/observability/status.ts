@@ -1,7 +1,7 @@
 import type { DataSource } from 'typeorm';
 import { InvalidOptionError } from '../errors';
 import { dialectFor } from '../store/typeorm/dialect';
-import { toStoreError } from '../store/typeorm/storeError';
+import { readStatusRows, type StatusRows } from '../store/typeorm/statusQueries';
 import { notInitialized, requireDataSource, requireResourceName } from '../util/clientOptions';
 import { optionalInt, optionalObject, rejectUnknownKeys } from '../util/validate';
 
@@ -114,19 +114,7 @@ export interface StatusReport {
 }
 
 /** @internal One row of each query, as the driver returns it. */
-export interface StatusRows {
-  txRecords: ReadonlyArray<{ status: string; resolved_by: string; n: unknown }>;
-  /** kind 'count': per (topic, status); kind 'pending': undelivered per (topic, status) with age; kind 'in_doubt': one row; kind 'in_doubt_state': one row per state (in `status`). */
-  outbox: ReadonlyArray<{
-    k: string;
-    topic: string | null;
-    status: string | null;
-    n: unknown;
-    age_us: unknown;
-    txs: unknown;
-  }>;
-  consumed: ReadonlyArray<{ consumer_group: string; outcome: string; n: unknown }>;
-}
+export type { StatusRows };
 
 const MAX_FILTER = 100;
 const DEFAULT_DISCARD_HORIZON_MS = 20 * 60_000;
@@ -201,93 +189,7 @@ export async function collectStatus(dataSource: DataSource, options?: StatusOpti
   if (!ds.isInitialized) {
     throw notInitialized('dataSource');
   }
-  const [txRecords, outbox, consumed] = await Promise.all([
-    run(ds, 'tx_record', txRecordQuery(filter)),
-    run(ds, 'outbox_event', outboxQuery(filter)),
-    run(ds, 'consumed_event', consumedQuery(filter)),
-  ]);
-  return shapeStatus(
-    {
-      txRecords: txRecords as StatusRows['txRecords'],
-      outbox: outbox as StatusRows['outbox'],
-      consumed: consumed as StatusRows['consumed'],
-    },
-    filter,
-    new Date(),
-  );
-}
-
-interface Query {
-  sql: string;
-  params: unknown[];
-}
-
-async function run(ds: DataSource, table: string, q: Query): Promise<unknown[]> {
-  try {
-    const rows: unknown = await ds.query(q.sql, q.params);
-    if (!Array.isArray(rows)) throw new Error('the driver returned no rows');
-    return rows;
-  } catch (err) {
-    throw toStoreError(`status: the ${table} query failed`, err);
-  }
-}
-
-function inList(column: string, values: string[] | null, params: unknown[]): string {
-  if (values === null) return '1 = 1';
-  params.push(...values);
-  return `${column} IN (${values.map(() => '?').join(', ')})`;
-}
-
-/** @internal */
-export function txRecordQuery(filter: ResolvedStatusOptions): Query {
-  const params: unknown[] = [];
-  const sql =
-    'SELECT status, resolved_by, COUNT(*) AS n FROM tx_record' +
-    ` WHERE ${inList('topic', filter.topics, params)} GROUP BY status, resolved_by`;
-  return { sql, params };
-}
-
-const AGE_US = (expr: string) => `TIMESTAMPDIFF(MICROSECOND, ${expr}, CURRENT_TIMESTAMP(3))`;
-const AGE_BEFORE_NOW = '(CURRENT_TIMESTAMP(3) - INTERVAL ? MICROSECOND)';
-
-/** @internal */
-export function outboxQuery(filter: ResolvedStatusOptions): Query {
-  const params: unknown[] = [];
-  const counts =
-    "SELECT 'count' AS k, topic, status, COUNT(*) AS n, NULL AS age_us, NULL AS txs FROM outbox_event" +
-    ` WHERE ${inList('topic', filter.topics, params)} GROUP BY topic, status`;
-  const pending =
-    "SELECT 'pending' AS k, o.topic, o.status, COUNT(*) AS n," +
-    ` ${AGE_US('MIN(COALESCE(t.created_at, o.occurred_at))')} AS age_us, NULL AS txs` +
-    ' FROM outbox_event o LEFT JOIN tx_record t ON t.tx_id = o.tx_id' +
-    ` WHERE o.status IN ('NEW', 'IN_FLIGHT') AND ${inList('o.topic', filter.topics, params)}` +
-    ' GROUP BY o.topic, o.status';
-  // IN_FLIGHT rows keep next_attempt_at = their insert time (the relay never leases them).
-  const inDoubt =
-    "SELECT 'in_doubt' AS k, NULL AS topic, NULL AS status, COUNT(*) AS n," +
-    ` ${AGE_US('MIN(COALESCE(t.created_at, o.next_attempt_at))')} AS age_us, COUNT(DISTINCT o.tx_id) AS txs` +
-    ' FROM outbox_event o LEFT JOIN tx_record t ON t.tx_id = o.tx_id' +
-    ` WHERE o.status = 'IN_FLIGHT' AND ${inList('o.topic', filter.topics, params)}`;
-  // A discard recovery leases a row (lease_until) or reschedules it after a failure (attempts).
-  params.push(filter.discardHorizonMs * 1000); // the ? of AGE_BEFORE_NOW, before the topic list's
-  const byState =
-    "SELECT 'in_doubt_state' AS k, NULL AS topic," +
-    " CASE WHEN o.lease_until IS NOT NULL OR o.attempts > 0 THEN 'republishing'" +
-    ` WHEN o.next_attempt_at <= ${AGE_BEFORE_NOW} THEN 'overdue' ELSE 'awaiting_broker' END AS status,` +
-    ` COUNT(*) AS n, ${AGE_US('MIN(COALESCE(t.created_at, o.next_attempt_at))')} AS age_us,` +
-    ' COUNT(DISTINCT o.tx_id) AS txs' +
-    ' FROM outbox_event o LEFT JOIN tx_record t ON t.tx_id = o.tx_id' +
-    ` WHERE o.status = 'IN_FLIGHT' AND ${inList('o.topic', filter.topics, params)} GROUP BY 3`;
-  return { sql: `${counts} UNION ALL ${pending} UNION ALL ${inDoubt} UNION ALL ${byState}`, params };
-}
-
-/** @internal */
-export function consumedQuery(filter: ResolvedStatusOptions): Query {
-  const params: unknown[] = [];
-  const sql =
-    'SELECT consumer_group, outcome, COUNT(*) AS n FROM consumed_event' +
-    ` WHERE ${inList('consumer_group', filter.consumerGroups, params)} GROUP BY consumer_group, outcome`;
-  return { sql, params };
+  return shapeStatus(await readStatusRows(ds, filter), filter, new Date());
 }
 
 function count(value: unknown): number {

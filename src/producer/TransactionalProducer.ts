@@ -11,12 +11,10 @@ import { InFlight, Lifecycle, callHook } from '../lifecycle/Lifecycle';
 import { gatewayConfig, type BrokerGateway, type GatewayConfig, type HalfMessage } from '../broker/gateway';
 import { RocketMqGateway } from '../broker/RocketMqGateway';
 import { CheckBackDispatcher, type CheckBackStats } from '../checkback/CheckBackDispatcher';
-import { TxRecordResolver } from '../checkback/TxRecordResolver';
-import { EVENT_ID_PROPERTY, TransactionResolution } from '../checkback/resolution';
+import { TxRecordResolver } from '../checkback/fence';
 import type { NewOutboxEvent, OutboxInitialStatus, OutboxStore, TxRecordStore } from '../store/ports';
-import { TypeOrmTxRecordStore } from '../store/typeorm/TypeOrmTxRecordStore';
-import { TypeOrmOutboxStore } from '../store/typeorm/outboxStore';
-import { destroyConnection } from '../store/typeorm/dialect';
+import { storesFor } from '../store';
+import { abandonTransaction } from '../store/typeorm/statements';
 import { toStoreError } from '../store/typeorm/storeError';
 import { errorFields, type Logger } from '../util/logger';
 import { uuidv7 } from '../util/uuidv7';
@@ -117,19 +115,22 @@ export class TransactionalProducer {
     this.options = resolveProducerOptions(options);
     const o = this.options;
     this.logger = o.logger;
-    this.store = internals.store ?? new TypeOrmTxRecordStore(o.dataSource);
+    const stores = storesFor(o.dataSource);
+    this.store = internals.store ?? stores.txRecords;
     this.outbox =
       internals.outbox !== undefined
         ? (internals.outbox ?? undefined)
         : internals.store
           ? undefined
-          : new TypeOrmOutboxStore(o.dataSource);
+          : stores.outbox;
     this.dispatcher = new CheckBackDispatcher({
       producerGroup: o.producerGroup,
       builtIn: new TxRecordResolver(this.store, {
         producerGroup: o.producerGroup,
         lockWaitTimeoutMs: o.checkBack.lockWaitTimeoutMs,
         logger: o.logger,
+        // A COMMIT answer for our own half message confirms that event (recorded in batches).
+        onCommitAnswered: (eventId) => this.eventConfirmations.add(eventId),
       }),
       ...(o.checkBack.resolver ? { resolver: o.checkBack.resolver } : {}),
       onResolved: (outcome) => {
@@ -141,15 +142,7 @@ export class TransactionalProducer {
       maxQueued: o.checkBack.maxQueued,
       logger: o.logger,
     });
-    const config = gatewayConfig(o, async (message) => {
-      const answer = await this.dispatcher.handle(message);
-      // A COMMIT answer for our own half message confirms that event (recorded in batches).
-      const eventId = message.properties[EVENT_ID_PROPERTY];
-      if (answer === TransactionResolution.COMMIT && eventId && message.origin === o.producerGroup) {
-        this.eventConfirmations.add(eventId);
-      }
-      return answer;
-    });
+    const config = gatewayConfig(o, (message) => this.dispatcher.handle(message));
     this.gateway = (internals.gateway ?? ((c, l) => new RocketMqGateway(c, l)))(config, o.logger);
     this.confirmations = new ConfirmationBatcher((ids) => this.store.markConfirmed(ids), o.logger);
     const outbox = this.outbox;
@@ -442,20 +435,14 @@ export class TransactionalProducer {
    * transaction open (the next borrower would commit it).
    */
   private async abandonLocal(queryRunner: QueryRunner, txId: string): Promise<void> {
-    if (!queryRunner.isTransactionActive) return;
-    try {
-      await queryRunner.rollbackTransaction();
-      return;
-    } catch (err) {
-      this.logger.warn({ ...errorFields(err), txId }, 'local rollback failed; sending a raw ROLLBACK');
-    }
-    try {
-      await queryRunner.query('ROLLBACK');
-      return;
-    } catch (err) {
-      this.logger.warn({ ...errorFields(err), txId }, 'raw ROLLBACK failed; destroying the connection');
-    }
-    destroyConnection(queryRunner);
+    await abandonTransaction(queryRunner, (step, err) =>
+      this.logger.warn(
+        { ...errorFields(err), txId },
+        step === 'rollback'
+          ? 'local rollback failed; sending a raw ROLLBACK'
+          : 'raw ROLLBACK failed; destroying the connection',
+      ),
+    );
   }
 
   /**

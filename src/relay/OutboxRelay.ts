@@ -3,11 +3,10 @@ import { Lifecycle, callHook } from '../lifecycle/Lifecycle';
 import { gatewayConfig, type BrokerGateway, type GatewayConfig } from '../broker/gateway';
 import { RocketMqGateway } from '../broker/RocketMqGateway';
 import type { ClaimedOutboxEvent, OutboxStore, TxStatusReader } from '../store/ports';
-import { TypeOrmTxRecordStore } from '../store/typeorm/TypeOrmTxRecordStore';
 import { answerFromRecord } from './readOnlyCheckBack';
 import { ConfirmationBatcher } from '../producer/ConfirmationBatcher';
 import { EVENT_ID_PROPERTY, TransactionResolution } from '../checkback/resolution';
-import { TypeOrmOutboxStore } from '../store/typeorm/outboxStore';
+import { storesFor } from '../store';
 import { toStoreError } from '../store/typeorm/storeError';
 import { errorFields, type Logger } from '../util/logger';
 import { ATTACH_OBSERVER, Observers, type TxObserver } from '../observability/observer';
@@ -70,12 +69,13 @@ export class OutboxRelay {
     const o = this.options;
     this.logger = o.logger;
     this.random = internals.random ?? Math.random;
-    this.store = internals.store ?? new TypeOrmOutboxStore(o.dataSource);
+    const stores = storesFor(o.dataSource);
+    this.store = internals.store ?? stores.outbox;
     // The proxy registers every client that declares a topic as a check-back target of it (the
     // group is the topic), so checks reach the relay too; an unanswered one still counts against
     // the broker's check maximum. Answer what the database already decided; never fence.
     // A COMMIT answer confirms the event, as a producer's does, so it is not republished later.
-    const reader = internals.txStatus ?? new TypeOrmTxRecordStore(o.dataSource);
+    const reader = internals.txStatus ?? stores.txRecords;
     this.confirmations = new ConfirmationBatcher((ids) => this.store.markConfirmed(ids), o.logger);
     const config = gatewayConfig(o, async (message) => {
       const answer = await answerFromRecord(reader, message, this.logger);

@@ -3,9 +3,9 @@ import { dialectFor, isDatabaseError } from '../store/typeorm/dialect';
 import { requireDataSource } from '../util/clientOptions';
 import { noopLogger, type Logger } from '../util/logger';
 import { InvalidOptionError, StoreError } from '../errors';
-import { ARCHIVED_OUTBOX_COLUMNS } from '../store/typeorm/outboxArchiveMigrations';
 import { OUTBOX_ARCHIVE_TABLE, TypeOrmFactStore } from '../store/typeorm/outboxFacts';
 import { rerunLockVictims } from '../store/typeorm/lockRetry';
+import { TypeOrmRetentionStore, type RetentionAges } from '../store/typeorm/retentionStore';
 import { toStoreError } from '../store/typeorm/storeError';
 import {
   isPlainObject,
@@ -89,15 +89,6 @@ const KNOWN = [
 ];
 
 const BATCH_ATTEMPTS = 5;
-const CUTOFF = 'CURRENT_TIMESTAMP(3) - INTERVAL ? MICROSECOND';
-
-/** Which rows may go: one rule per table, shared by purge(), archive() and plan(). */
-interface Eligibility {
-  table: RetentionTable;
-  /** A WHERE clause on the table (unaliased) and its parameters. */
-  where: string;
-  params: unknown[];
-}
 
 /**
  * Removes what nothing can still need, in bounded batches of short statements (never one long
@@ -113,13 +104,14 @@ export class Retention {
   private readonly o: Required<Omit<RetentionOptions, 'dataSource' | 'logger'>>;
   private readonly logger: Logger;
   private readonly internals: RetentionInternals;
+  private readonly store: TypeOrmRetentionStore;
 
   constructor(options: RetentionOptions, internals: RetentionInternals = {}) {
     this.internals = internals;
     const raw = requireObject('options', options);
     rejectUnknownKeys('options', raw, KNOWN);
     this.dataSource = requireDataSource(raw.dataSource);
-    dialectFor(this.dataSource);
+    this.store = new TypeOrmRetentionStore(this.dataSource);
     const olderThanMs = optionalInt('olderThanMs', raw.olderThanMs, 7 * DAY, 1000, 3650 * DAY);
     this.o = {
       olderThanMs,
@@ -144,28 +136,12 @@ export class Retention {
       optionalFunctionsOf<Logger>('logger', raw.logger, ['debug', 'info', 'warn', 'error']) ?? noopLogger;
   }
 
-  /** The rules, as SQL. Outbox: a SENT row's next_attempt_at is at most one lease after its publish. */
-  private eligibility(): Record<'outbox' | 'tx' | 'consumed', Eligibility> {
-    const us = (ms: number) => ms * 1000;
-    const age = us(this.o.olderThanMs);
+  /** The ages past which rows may go (the rules themselves live in the store, per database). */
+  private ages(): RetentionAges {
     return {
-      // next_attempt_at keeps it a range read on idx_outbox_status_next (published_at has no index).
-      outbox: {
-        table: 'outbox_event',
-        where: `status = 'SENT' AND next_attempt_at < ${CUTOFF} AND published_at < ${CUTOFF}`,
-        params: [age, age],
-      },
-      tx: {
-        table: 'tx_record',
-        where: `created_at < ${CUTOFF}
-          AND NOT EXISTS (SELECT 1 FROM outbox_event o WHERE o.tx_id = tx_record.tx_id AND o.status <> 'SENT')`,
-        params: [us(Math.max(this.o.olderThanMs, this.o.checkBackHorizonMs))],
-      },
-      consumed: {
-        table: 'consumed_event',
-        where: `consumed_at < ${CUTOFF}`,
-        params: [us(this.o.consumedEventOlderThanMs)],
-      },
+      outboxMs: this.o.olderThanMs,
+      txRecordMs: Math.max(this.o.olderThanMs, this.o.checkBackHorizonMs),
+      consumedMs: this.o.consumedEventOlderThanMs,
     };
   }
 
@@ -187,22 +163,18 @@ export class Retention {
   /** Counts what purge() or archive() would take now; changes nothing. */
   async plan(): Promise<RetentionPlan> {
     const started = Date.now();
-    const rules = this.eligibility();
-    const count = async ({ table, where, params }: Eligibility) => {
+    const ages = this.ages();
+    const count = async (table: RetentionTable) => {
       try {
-        const rows: Array<{ n: number | string }> = await this.dataSource.query(
-          `SELECT COUNT(*) AS n FROM ${table} WHERE ${where}`,
-          params,
-        );
-        return Number(rows[0]?.n ?? 0);
+        return await this.store.count(table, ages);
       } catch (err) {
         throw toStoreError(`retention plan: counting ${table} failed`, err);
       }
     };
     return {
-      outboxEvents: await count(rules.outbox),
-      txRecords: await count(rules.tx),
-      consumedEvents: await count(rules.consumed),
+      outboxEvents: await count('outbox_event'),
+      txRecords: await count('tx_record'),
+      consumedEvents: await count('consumed_event'),
       durationMs: Date.now() - started,
     };
   }
@@ -223,26 +195,28 @@ export class Retention {
       batches: 0,
       durationMs: 0,
     };
-    const rules = this.eligibility();
+    const ages = this.ages();
     const progress = (table: RetentionTable) => (rows: number, batches: number) =>
       onProgress?.({ mode, table, rows, batches });
     // Outbox first, so a settled transaction's tx_record has no row left that holds it back.
     report.outboxEvents = await this.batched(
       report,
-      mode === 'archive' ? (rule) => this.archiveBatch(rule) : (rule) => this.deleteBatch(rule),
-      rules.outbox,
+      mode === 'archive'
+        ? () => this.store.archiveBatch(ages, this.o.batchSize, this.internals.beforeArchiveDelete)
+        : () => this.store.deleteBatch('outbox_event', ages, this.o.batchSize),
+      'outbox_event',
       progress('outbox_event'),
     );
     report.txRecords = await this.batched(
       report,
-      (r) => this.deleteBatch(r),
-      rules.tx,
+      () => this.store.deleteBatch('tx_record', ages, this.o.batchSize),
+      'tx_record',
       progress('tx_record'),
     );
     report.consumedEvents = await this.batched(
       report,
-      (r) => this.deleteBatch(r),
-      rules.consumed,
+      () => this.store.deleteBatch('consumed_event', ages, this.o.batchSize),
+      'consumed_event',
       progress('consumed_event'),
     );
     report.durationMs = Date.now() - started;
@@ -252,13 +226,13 @@ export class Retention {
 
   private async batched(
     report: RetentionReport,
-    batch: (rule: Eligibility) => Promise<number>,
-    rule: Eligibility,
+    batch: () => Promise<number>,
+    table: RetentionTable,
     onBatch: (rows: number, batches: number) => void,
   ): Promise<number> {
     let total = 0;
     for (let i = 0; i < this.o.maxBatchesPerTable; i++) {
-      const affected = await this.runBatch(report, batch, rule);
+      const affected = await this.runBatch(report, batch, table);
       report.batches++;
       total += affected;
       onBatch(total, i + 1);
@@ -275,64 +249,19 @@ export class Retention {
    */
   private async runBatch(
     report: RetentionReport,
-    batch: (rule: Eligibility) => Promise<number>,
-    rule: Eligibility,
+    batch: () => Promise<number>,
+    table: RetentionTable,
   ): Promise<number> {
     const dialect = dialectFor(this.dataSource);
     try {
-      return await rerunLockVictims(
-        dialect,
-        BATCH_ATTEMPTS,
-        () => batch(rule),
-        async (attempt, kind) => {
-          this.logger.warn(
-            { table: rule.table, attempt, kind },
-            'retention batch lost a lock; running it again',
-          );
-          await sleep(Math.floor(Math.random() * 50 * attempt));
-        },
-      );
+      return await rerunLockVictims(dialect, BATCH_ATTEMPTS, batch, async (attempt, kind) => {
+        this.logger.warn({ table, attempt, kind }, 'retention batch lost a lock; running it again');
+        await sleep(Math.floor(Math.random() * 50 * attempt));
+      });
     } catch (err) {
       if (dialect.classify(err) === 'OTHER' && !isDatabaseError(err)) throw err;
-      throw toStoreError(`retention ${report.mode}: a batch of ${rule.table} failed`, err);
+      throw toStoreError(`retention ${report.mode}: a batch of ${table} failed`, err);
     }
-  }
-
-  /** One short autocommit DELETE of at most batchSize rows. */
-  private async deleteBatch({ table, where, params }: Eligibility): Promise<number> {
-    const res: unknown = await this.dataSource.query(`DELETE FROM ${table} WHERE ${where} LIMIT ?`, [
-      ...params,
-      this.o.batchSize,
-    ]);
-    return Number((res as { affectedRows?: number }).affectedRows ?? 0);
-  }
-
-  /**
-   * One short transaction: lock a batch of eligible keys (SKIP LOCKED: parallel archivers take
-   * disjoint rows), copy them, delete the same keys. A key already archived (the same eventId is
-   * the same event) is not copied twice.
-   */
-  private async archiveBatch({ where, params }: Eligibility): Promise<number> {
-    // READ COMMITTED: no gap locks, so parallel archivers and the relay do not deadlock on them.
-    return this.dataSource.transaction('READ COMMITTED', async (manager) => {
-      const keys: Array<{ event_id: string }> = await manager.query(
-        `SELECT event_id FROM outbox_event WHERE ${where} LIMIT ? FOR UPDATE SKIP LOCKED`,
-        [...params, this.o.batchSize],
-      );
-      if (keys.length === 0) return 0;
-      const ids = keys.map((k) => k.event_id);
-      const list = ids.map(() => '?').join(', ');
-      const columns = ARCHIVED_OUTBOX_COLUMNS.map((c) => `\`${c}\``).join(', ');
-      await manager.query(
-        `INSERT INTO ${OUTBOX_ARCHIVE_TABLE} (${columns}, archived_at)
-         SELECT ${columns}, CURRENT_TIMESTAMP(3) FROM outbox_event WHERE event_id IN (${list})
-         ON DUPLICATE KEY UPDATE archived_at = ${OUTBOX_ARCHIVE_TABLE}.archived_at`,
-        ids,
-      );
-      if (this.internals.beforeArchiveDelete) await this.internals.beforeArchiveDelete(ids);
-      const res: unknown = await manager.query(`DELETE FROM outbox_event WHERE event_id IN (${list})`, ids);
-      return Number((res as { affectedRows?: number }).affectedRows ?? 0);
-    });
   }
 
   private async requireArchiveTable(): Promise<void> {

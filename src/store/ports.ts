@@ -10,33 +10,38 @@ export interface NewTxRecord {
 }
 
 /**
- * Outcome of the check-back fence for one txId.
- * - `FENCED`: we inserted the ROLLED_BACK tombstone; the producer's later insert will fail.
- * - `COMMITTED` / `ROLLED_BACK`: the row existed (fresh read after the duplicate key).
- * - `UNDECIDED`: lock-wait timeout, deadlock victim, or any database error: answer nothing.
+ * The check-back's tombstone INSERT (tx_id, 'ROLLED_BACK', resolved_by 'CHECK_BACK'), a primitive
+ * of the fence (src/checkback/fence.ts decides what it means):
+ * - `INSERTED`: the tombstone is committed; the producer's later insert will fail (fenced).
+ * - `EXISTS`: a committed row has this txId (its status needs a fresh read).
+ * - `UNDECIDED`: the lock-wait bound expired, a deadlock victim, or any other database error
+ *   (the tombstone is not known to be committed).
  */
-export type FenceOutcome =
-  | { kind: 'FENCED' }
-  | { kind: 'COMMITTED' }
-  | { kind: 'ROLLED_BACK' }
+export type TombstoneOutcome =
+  | { kind: 'INSERTED' }
+  | { kind: 'EXISTS' }
   | { kind: 'UNDECIDED'; reason: 'LOCK_WAIT_TIMEOUT' | 'DEADLOCK' | 'DATABASE_ERROR'; error: unknown };
-
-/** The fence table, as the producer and the check-back need it. */
-export interface TxRecordStore {
-  /**
-   * First statement of the producer's local transaction. Returns false when the txId already
-   * exists (a check-back fenced it); any other error is thrown.
-   */
-  insertCommitted(manager: EntityManager, record: NewTxRecord): Promise<boolean>;
-  /** The check-back's write-to-decide (see DESIGN.md "Check-back: a fence, never a guess"). */
-  fence(record: NewTxRecord, lockWaitTimeoutMs: number): Promise<FenceOutcome>;
-  /** Marks transactions whose broker commit was acknowledged (EndTransaction or check-back). */
-  markConfirmed(txIds: readonly string[]): Promise<void>;
-}
 
 /** A plain read of a transaction's final status (a row's status never changes); undefined: no row. */
 export interface TxStatusReader {
+  /** A new statement: sees every row committed before it starts, never an uncommitted one. */
   readStatus(txId: string): Promise<TxStatus | undefined>;
+}
+
+/** The fence table's primitives, as the producer and the check-back fence need them. */
+export interface TxRecordStore extends TxStatusReader {
+  /**
+   * First statement of the producer's local transaction. Returns false when the txId already
+   * exists (a check-back fenced it), leaving the caller's transaction usable; any other error is thrown.
+   */
+  insertCommitted(manager: EntityManager, record: NewTxRecord): Promise<boolean>;
+  /**
+   * The tombstone INSERT in its own short transaction, waiting at most about `lockWaitTimeoutMs`
+   * on another transaction's uncommitted row. Never throws: every error is UNDECIDED.
+   */
+  insertTombstone(record: NewTxRecord, lockWaitTimeoutMs: number): Promise<TombstoneOutcome>;
+  /** Marks transactions whose broker commit was acknowledged (EndTransaction or check-back). */
+  markConfirmed(txIds: readonly string[]): Promise<void>;
 }
 
 /** How an event row starts: IN_FLIGHT (a half message carries it) or NEW (the relay sends it). */
@@ -122,4 +127,39 @@ export interface ClaimUnconfirmedOptions {
   leaseMs: number;
   owner: string;
   topics: readonly string[];
+}
+
+export interface CursorKey {
+  consumerGroup: string;
+  aggregateType: string;
+  aggregateId: string;
+}
+
+export interface ConsumedRow extends CursorKey {
+  eventId: string;
+  eventType: string;
+  aggregateVersion: number;
+}
+
+/** The consumer's statements inside its one database transaction per message. */
+export interface InboxTransaction {
+  readonly manager: EntityManager;
+  /** First statement: false when (group, eventId) is already there (a duplicate). */
+  insertConsumed(row: ConsumedRow): Promise<boolean>;
+  /** Marks the consumed row as STALE or IGNORED (no handler ran). */
+  markOutcome(row: ConsumedRow, outcome: 'STALE' | 'IGNORED'): Promise<void>;
+  /** Locks the aggregate's cursor row (creating it at 0) and returns its last version. */
+  lockCursor(key: CursorKey): Promise<number>;
+  advanceCursor(key: CursorKey, version: number, skippedVersions: number): Promise<void>;
+}
+
+/** consumed_event and aggregate_cursor, as the consumer needs them (see DESIGN.md "Consumer"). */
+export interface InboxStore {
+  /**
+   * Runs `fn` in one transaction; commits when it returns `commit: true`, else rolls back.
+   * A throw from `fn` rolls back and rethrows. A failed COMMIT rejects (outcome unknown).
+   */
+  transaction<T>(fn: (tx: InboxTransaction) => Promise<{ commit: boolean; value: T }>): Promise<T>;
+  /** Whether a database error is a lock conflict (deadlock, lock-wait timeout): retry soon. */
+  isConflict(err: unknown): boolean;
 }

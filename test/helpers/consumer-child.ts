@@ -5,7 +5,7 @@
  */
 import { IdempotentConsumer } from '../../src';
 import { RocketMqConsumerGateway } from '../../src/broker/RocketMqConsumerGateway';
-import { openDataSource } from './db';
+import { openDataSource, sql } from './db';
 import { ENDPOINTS } from './env';
 
 async function main(): Promise<void> {
@@ -23,7 +23,9 @@ async function main(): Promise<void> {
           eventVersion: 1,
           handle: async (event, { manager }) => {
             await manager.query(
-              'INSERT INTO test_consumer_effect (consumer_group, aggregate_id, aggregate_version, event_id) VALUES (?, ?, ?, ?)',
+              sql(
+                'INSERT INTO test_consumer_effect (consumer_group, aggregate_id, aggregate_version, event_id) VALUES (?, ?, ?, ?)',
+              ),
               [group, event.aggregateId, event.aggregateVersion, event.eventId],
             );
           },

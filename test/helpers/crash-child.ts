@@ -3,7 +3,7 @@
  * argv: mode (before-commit | after-commit), topic, producerGroup, orderId.
  * Prints one JSON line {"window": mode, "txId": ...} when it is inside the window, then hangs.
  */
-import { openDataSource } from './db';
+import { openDataSource, sql } from './db';
 import { makeProducer } from './producer';
 
 async function main(): Promise<void> {
@@ -27,7 +27,7 @@ async function main(): Promise<void> {
   );
   await producer.start();
   await producer.transact({ topic, body: { orderId } }, async (manager, { txId }) => {
-    await manager.query('INSERT INTO test_order (id, note) VALUES (?, ?)', [orderId, mode]);
+    await manager.query(sql('INSERT INTO test_order (id, note) VALUES (?, ?)'), [orderId, mode]);
     currentTx = txId;
     if (mode === 'before-commit') {
       report(currentTx);

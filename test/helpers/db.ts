@@ -1,16 +1,76 @@
 import 'reflect-metadata';
 import { DataSource } from 'typeorm';
-import { rocketMqTxEntities, rocketMqTxMigrations } from '../../src';
+import { rocketMqTxMigrations } from '../../src';
+import { rocketMqTxEntitiesFor } from '../../src/store/typeorm/entities';
 import { DB_URL } from './env';
+
+/** The database a URL names, from its scheme: mysql:// (MySQL/MariaDB) or postgres:// (PostgreSQL). */
+export type TestDatabase = 'mysql' | 'postgres';
+
+export function databaseOf(url: string = DB_URL): TestDatabase {
+  const scheme = /^([a-z0-9+]+):\/\//i.exec(url)?.[1]?.toLowerCase();
+  if (scheme === 'mysql' || scheme === 'mariadb') return 'mysql';
+  if (scheme === 'postgres' || scheme === 'postgresql') return 'postgres';
+  throw new Error(`ROCKETMQ_TX_DB_URL must start with mysql:// or postgres://, got ${scheme ?? 'no scheme'}`);
+}
+
+/** The database the tests run on (ROCKETMQ_TX_DB_URL's scheme). */
+export const TEST_DATABASE: TestDatabase = databaseOf();
+
+/** Placeholder n (1-based) of the test database: `?` on MySQL, `$n` on PostgreSQL. */
+export function p(n: number, database: TestDatabase = TEST_DATABASE): string {
+  return database === 'postgres' ? `$${n}` : '?';
+}
+
+/** A comma-separated list of `count` placeholders starting at `from`. */
+export function ps(count: number, from = 1, database: TestDatabase = TEST_DATABASE): string {
+  return Array.from({ length: count }, (_, i) => p(from + i, database)).join(', ');
+}
+
+/**
+ * A test's SQL for the test database: written with `?` placeholders (MySQL style), numbered `$n`
+ * on PostgreSQL. Only for the tests' own statements (no `?` inside literals).
+ */
+export function sql(text: string, database: TestDatabase = TEST_DATABASE): string {
+  if (database !== 'postgres') return text;
+  let n = 0;
+  return text.replace(/\?/g, () => `$${++n}`);
+}
+
+/**
+ * How many sessions on the test database are blocked on a lock while running a statement that
+ * starts with `statementPrefix` (MySQL: the PROCESSLIST, whose text holds the inlined values, so
+ * `like` may name one; PostgreSQL: pg_stat_activity of this database, statement prefix only).
+ */
+export async function lockWaitingStatements(
+  ds: DataSource,
+  statementPrefix: string,
+  like = `${statementPrefix}%`,
+): Promise<number> {
+  const rows: Array<{ n: string | number }> =
+    databaseOfDataSource(ds) === 'postgres'
+      ? await ds.query(
+          `SELECT COUNT(*) AS n FROM pg_stat_activity
+           WHERE datname = current_database() AND wait_event_type = 'Lock' AND query LIKE $1`,
+          [`${statementPrefix}%`],
+        )
+      : await ds.query(
+          "SELECT COUNT(*) AS n FROM information_schema.PROCESSLIST WHERE command = 'Query' AND info LIKE ?",
+          [like],
+        );
+  return Number(rows[0]?.n ?? 0);
+}
 
 /** A DataSource on the test database with the SDK's entities; the schema is migrated once per run. */
 export async function openDataSource(
   overrides: { url?: string; poolSize?: number } = {},
 ): Promise<DataSource> {
+  const url = overrides.url ?? DB_URL;
+  const type = databaseOf(url);
   const ds = new DataSource({
-    type: 'mysql',
-    url: overrides.url ?? DB_URL,
-    entities: [...rocketMqTxEntities],
+    type,
+    url,
+    entities: [...rocketMqTxEntitiesFor(type)],
     migrations: [...rocketMqTxMigrations],
     migrationsTableName: 'rocketmq_tx_migrations',
     poolSize: overrides.poolSize ?? 10,
@@ -20,51 +80,92 @@ export async function openDataSource(
   return ds;
 }
 
-/** Runs the SDK migrations and creates the test business table, serialized across jest workers. */
+// The test tables, per database: test_order (the producer tests' business row) and
+// test_consumer_effect (the consumer tests' effect table: consumer.test.ts, consumer-crash.test.ts,
+// consumer-child.ts).
+const TEST_TABLES: Record<TestDatabase, string[]> = {
+  mysql: [
+    `CREATE TABLE IF NOT EXISTS test_order (
+       id VARCHAR(64) NOT NULL PRIMARY KEY,
+       note VARCHAR(255) NULL,
+       created_at DATETIME(3) NOT NULL DEFAULT CURRENT_TIMESTAMP(3)
+     )`,
+    `CREATE TABLE IF NOT EXISTS test_consumer_effect (
+       id BIGINT AUTO_INCREMENT PRIMARY KEY,
+       consumer_group VARCHAR(255) NOT NULL,
+       aggregate_id VARCHAR(128) NOT NULL,
+       aggregate_version BIGINT NOT NULL,
+       event_id CHAR(36) NOT NULL
+     )`,
+  ],
+  postgres: [
+    `CREATE TABLE IF NOT EXISTS test_order (
+       id VARCHAR(64) NOT NULL PRIMARY KEY,
+       note VARCHAR(255) NULL,
+       created_at TIMESTAMPTZ(3) NOT NULL DEFAULT now()
+     )`,
+    `CREATE TABLE IF NOT EXISTS test_consumer_effect (
+       id BIGSERIAL PRIMARY KEY,
+       consumer_group VARCHAR(255) NOT NULL,
+       aggregate_id VARCHAR(128) NOT NULL,
+       aggregate_version BIGINT NOT NULL,
+       event_id CHAR(36) NOT NULL
+     )`,
+  ],
+};
+
+// A session-level lock serializing the schema set-up across jest workers and child processes.
+const SCHEMA_LOCK: Record<TestDatabase, { take: string; release: string }> = {
+  mysql: {
+    take: "SELECT GET_LOCK('rocketmq_tx_test_schema', 60)",
+    release: "SELECT RELEASE_LOCK('rocketmq_tx_test_schema')",
+  },
+  // 0x726d7174 = 'rmqt': any constant key, the same in every process.
+  postgres: {
+    take: 'SELECT pg_advisory_lock(1919775092)',
+    release: 'SELECT pg_advisory_unlock(1919775092)',
+  },
+};
+
+/** Runs the SDK migrations and creates the test tables, serialized across jest workers. */
 export async function ensureSchema(ds: DataSource): Promise<void> {
+  const database = databaseOfDataSource(ds);
   const qr = ds.createQueryRunner();
   await qr.connect();
   try {
-    await qr.query("SELECT GET_LOCK('rocketmq_tx_test_schema', 60)");
+    await qr.query(SCHEMA_LOCK[database].take);
     try {
       await ds.runMigrations({ transaction: 'none' });
-      await qr.query(
-        `CREATE TABLE IF NOT EXISTS test_order (
-           id VARCHAR(64) NOT NULL PRIMARY KEY,
-           note VARCHAR(255) NULL,
-           created_at DATETIME(3) NOT NULL DEFAULT CURRENT_TIMESTAMP(3)
-         )`,
-      );
-      // The consumer tests' effect table (consumer.test.ts, consumer-crash.test.ts, consumer-child.ts).
-      await qr.query(
-        `CREATE TABLE IF NOT EXISTS test_consumer_effect (
-           id BIGINT AUTO_INCREMENT PRIMARY KEY,
-           consumer_group VARCHAR(255) NOT NULL,
-           aggregate_id VARCHAR(128) NOT NULL,
-           aggregate_version BIGINT NOT NULL,
-           event_id CHAR(36) NOT NULL
-         )`,
-      );
+      for (const ddl of TEST_TABLES[database]) await qr.query(ddl);
     } finally {
-      await qr.query("SELECT RELEASE_LOCK('rocketmq_tx_test_schema')");
+      await qr.query(SCHEMA_LOCK[database].release);
     }
   } finally {
     await qr.release();
   }
 }
 
+/** The database a DataSource of the tests is on. */
+export function databaseOfDataSource(ds: DataSource): TestDatabase {
+  return ds.options.type === 'postgres' ? 'postgres' : 'mysql';
+}
+
 export async function txRecord(
   ds: DataSource,
   txId: string,
 ): Promise<{ status: string; resolved_by: string; confirmed_at: Date | null } | undefined> {
-  const rows = await ds.query('SELECT status, resolved_by, confirmed_at FROM tx_record WHERE tx_id = ?', [
-    txId,
-  ]);
+  const rows = await ds.query(
+    `SELECT status, resolved_by, confirmed_at FROM tx_record WHERE tx_id = ${p(1, databaseOfDataSource(ds))}`,
+    [txId],
+  );
   return rows[0];
 }
 
 export async function orderExists(ds: DataSource, id: string): Promise<boolean> {
-  const rows = await ds.query('SELECT 1 AS one FROM test_order WHERE id = ?', [id]);
+  const rows = await ds.query(
+    `SELECT 1 AS one FROM test_order WHERE id = ${p(1, databaseOfDataSource(ds))}`,
+    [id],
+  );
   return rows.length > 0;
 }
 

@@ -11,7 +11,7 @@ import * as readline from 'node:readline';
 import type { DataSource } from 'typeorm';
 import { OutboxRelay, type CheckBackOutcome, type TransactionalProducer } from '../../src';
 import { Collector, type Received } from './collector';
-import { ensureSchema, openDataSource } from './db';
+import { ensureSchema, openDataSource, sql } from './db';
 import { waitFor } from './env';
 import { makeProducer } from './producer';
 
@@ -110,8 +110,8 @@ function startInstance(o: KillScenarioOptions, group: string): Promise<Instance>
 
 async function committedEvents(ds: DataSource, group: string): Promise<Map<string, string>> {
   const rows: Array<{ event_id: string; tx_id: string }> = await ds.query(
-    `SELECT o.event_id, o.tx_id FROM outbox_event o JOIN tx_record t ON t.tx_id = o.tx_id
-     WHERE t.producer_group = ? AND t.status = 'COMMITTED'`,
+    sql(`SELECT o.event_id, o.tx_id FROM outbox_event o JOIN tx_record t ON t.tx_id = o.tx_id
+     WHERE t.producer_group = ? AND t.status = 'COMMITTED'`),
     [group],
   );
   return new Map(rows.map((r) => [r.event_id, r.tx_id]));
@@ -243,7 +243,7 @@ async function summarize(
     republishDuplicates += messages - 1;
   }
   const [{ n: rolledBack }] = await ds.query(
-    "SELECT COUNT(*) AS n FROM tx_record WHERE producer_group = ? AND status = 'ROLLED_BACK'",
+    sql("SELECT COUNT(*) AS n FROM tx_record WHERE producer_group = ? AND status = 'ROLLED_BACK'"),
     [group],
   );
   const committedTxs = new Set(committed.values());

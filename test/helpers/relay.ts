@@ -3,6 +3,7 @@ import { OutboxRelay, type OutboxRelayOptions } from '../../src';
 import { RocketMqGateway } from '../../src/broker/RocketMqGateway';
 import type { BrokerGateway, OutgoingMessage } from '../../src/broker/gateway';
 import { ENDPOINTS } from './env';
+import { sql } from './db';
 
 export interface RelayInterceptors {
   /** Runs before each send (normal or half); may hang to simulate a relay stuck mid-batch. */
@@ -54,7 +55,7 @@ export async function outboxRow(
   eventId: string,
 ): Promise<{ status: string; attempts: number; last_error: string | null; tx_id: string } | undefined> {
   const rows = await ds.query(
-    'SELECT status, attempts, last_error, tx_id FROM outbox_event WHERE event_id = ?',
+    sql('SELECT status, attempts, last_error, tx_id FROM outbox_event WHERE event_id = ?'),
     [eventId],
   );
   return rows[0] ? { ...rows[0], attempts: Number(rows[0].attempts) } : undefined;
@@ -67,7 +68,9 @@ export async function countByStatus(
 ): Promise<number> {
   if (eventIds.length === 0) return 0;
   const rows = await ds.query(
-    `SELECT COUNT(*) AS n FROM outbox_event WHERE status = ? AND event_id IN (${eventIds.map(() => '?').join(', ')})`,
+    sql(
+      `SELECT COUNT(*) AS n FROM outbox_event WHERE status = ? AND event_id IN (${eventIds.map(() => '?').join(', ')})`,
+    ),
     [status, ...eventIds],
   );
   return Number(rows[0].n);

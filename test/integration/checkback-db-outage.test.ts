@@ -1,7 +1,7 @@
 import type { DataSource } from 'typeorm';
 import { uuidv7 } from '../../src';
 import { Collector } from '../helpers/collector';
-import { ensureSchema, openDataSource, txRecord } from '../helpers/db';
+import { TEST_DATABASE, ensureSchema, openDataSource, sql, txRecord } from '../helpers/db';
 import { DB_URL, waitFor } from '../helpers/env';
 import { makeProducer } from '../helpers/producer';
 import { TcpProxy } from '../helpers/tcpProxy';
@@ -20,7 +20,10 @@ describe('database unreachable during check-back', () => {
     await ensureSchema(ds);
     collector = await new Collector(TOPIC).start();
     const url = new URL(DB_URL);
-    proxy = await new TcpProxy(url.hostname, Number(url.port || 3306)).start();
+    proxy = await new TcpProxy(
+      url.hostname,
+      Number(url.port || (TEST_DATABASE === 'postgres' ? 5432 : 3306)),
+    ).start();
     url.host = `127.0.0.1:${proxy.port}`;
     viaProxy = await openDataSource({ url: url.toString(), poolSize: 2 });
   });
@@ -51,7 +54,7 @@ describe('database unreachable during check-back', () => {
       proxy.cut();
       const orderId = `outage-${uuidv7()}`;
       const { txId } = await committer.transact({ topic: TOPIC, body: { orderId } }, async (m) => {
-        await m.query('INSERT INTO test_order (id) VALUES (?)', [orderId]);
+        await m.query(sql('INSERT INTO test_order (id) VALUES (?)'), [orderId]);
       });
       await committer.shutdown();
 

@@ -5,7 +5,7 @@ import * as readline from 'node:readline';
 import { Producer } from 'rocketmq-client-nodejs';
 import type { DataSource } from 'typeorm';
 import { IdempotentConsumer, createEnvelope, uuidv7 } from '../../src';
-import { ensureSchema, openDataSource } from '../helpers/db';
+import { ensureSchema, openDataSource, sql } from '../helpers/db';
 import { ENDPOINTS, waitFor } from '../helpers/env';
 
 const TOPIC = 'rmqtx_normal_4';
@@ -68,10 +68,10 @@ describe('consumer killed with SIGKILL after the DB commit and before the ack', 
     child.kill('SIGKILL');
     await exited;
     const rows = () =>
-      ds.query('SELECT event_id FROM test_consumer_effect WHERE consumer_group = ? AND aggregate_id = ?', [
-        GROUP,
-        cart,
-      ]);
+      ds.query(
+        sql('SELECT event_id FROM test_consumer_effect WHERE consumer_group = ? AND aggregate_id = ?'),
+        [GROUP, cart],
+      );
     expect(await rows()).toHaveLength(1); // committed before the kill
 
     survivor = new IdempotentConsumer({
@@ -86,7 +86,9 @@ describe('consumer killed with SIGKILL after the DB commit and before the ack', 
           eventVersion: 1,
           handle: async (e, { manager }) => {
             await manager.query(
-              'INSERT INTO test_consumer_effect (consumer_group, aggregate_id, aggregate_version, event_id) VALUES (?, ?, ?, ?)',
+              sql(
+                'INSERT INTO test_consumer_effect (consumer_group, aggregate_id, aggregate_version, event_id) VALUES (?, ?, ?, ?)',
+              ),
               [GROUP, e.aggregateId, e.aggregateVersion, e.eventId],
             );
           },

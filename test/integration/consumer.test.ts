@@ -12,7 +12,7 @@ import {
 import { RocketMqConsumerGateway } from '../../src/broker/RocketMqConsumerGateway';
 import type { ConsumerGateway } from '../../src/broker/consumerGateway';
 import { Collector } from '../helpers/collector';
-import { ensureSchema, openDataSource } from '../helpers/db';
+import { ensureSchema, lockWaitingStatements, openDataSource, sql } from '../helpers/db';
 import { ENDPOINTS, waitFor } from '../helpers/env';
 import { makeProducer } from '../helpers/producer';
 
@@ -42,7 +42,9 @@ const ItemAdded = defineEvent<{ sku: string; qty: number }>({
 
 async function effects(ds: DataSource, group: string, aggregateId?: string) {
   const rows: Array<{ aggregate_id: string; aggregate_version: string; event_id: string }> = await ds.query(
-    `SELECT aggregate_id, aggregate_version, event_id FROM test_consumer_effect WHERE consumer_group = ?${aggregateId ? ' AND aggregate_id = ?' : ''} ORDER BY id`,
+    sql(
+      `SELECT aggregate_id, aggregate_version, event_id FROM test_consumer_effect WHERE consumer_group = ?${aggregateId ? ' AND aggregate_id = ?' : ''} ORDER BY id`,
+    ),
     aggregateId ? [group, aggregateId] : [group],
   );
   return rows.map((r) => ({ ...r, aggregate_version: Number(r.aggregate_version) }));
@@ -91,7 +93,9 @@ describe('IdempotentConsumer against the real broker and MariaDB', () => {
   function effectHandler(group: string, hooks: { before?: (e: Envelope) => Promise<void> } = {}) {
     return on(ItemAdded, async (event, { manager }) => {
       await manager.query(
-        'INSERT INTO test_consumer_effect (consumer_group, aggregate_id, aggregate_version, event_id) VALUES (?, ?, ?, ?)',
+        sql(
+          'INSERT INTO test_consumer_effect (consumer_group, aggregate_id, aggregate_version, event_id) VALUES (?, ?, ?, ?)',
+        ),
         [group, event.aggregateId, event.aggregateVersion, event.eventId],
       );
       if (hooks.before) await hooks.before(event);
@@ -181,7 +185,7 @@ describe('IdempotentConsumer against the real broker and MariaDB', () => {
     ]);
     expect(consumer.stats).toMatchObject({ applied: 1, duplicates: 2, handlerFailures: 0 });
     const consumed = await ds.query(
-      'SELECT outcome FROM consumed_event WHERE consumer_group = ? AND event_id = ?',
+      sql('SELECT outcome FROM consumed_event WHERE consumer_group = ? AND event_id = ?'),
       [group, event.eventId],
     );
     expect(consumed).toEqual([{ outcome: 'APPLIED' }]);
@@ -195,10 +199,7 @@ describe('IdempotentConsumer against the real broker and MariaDB', () => {
     const holdUntilBlocked = async () => {
       await waitFor(
         async () => {
-          const rows = await ds.query(
-            "SELECT COUNT(*) AS n FROM information_schema.PROCESSLIST WHERE command = 'Query' AND info LIKE 'INSERT INTO consumed_event%'",
-          );
-          return Number(rows[0].n) > 0;
+          return (await lockWaitingStatements(ds, 'INSERT INTO consumed_event')) > 0;
         },
         { timeoutMs: 5_000, intervalMs: 50 },
       ).catch(() => undefined);
@@ -242,7 +243,9 @@ describe('IdempotentConsumer against the real broker and MariaDB', () => {
     });
     expect((await effects(ds, group, cart)).map((r) => r.aggregate_version)).toEqual([1, 2, 3]);
     const cursor = await ds.query(
-      'SELECT last_version FROM aggregate_cursor WHERE consumer_group = ? AND aggregate_type = ? AND aggregate_id = ?',
+      sql(
+        'SELECT last_version FROM aggregate_cursor WHERE consumer_group = ? AND aggregate_type = ? AND aggregate_id = ?',
+      ),
       [group, 'Cart', cart],
     );
     expect(Number(cursor[0].last_version)).toBe(3);
@@ -276,7 +279,7 @@ describe('IdempotentConsumer against the real broker and MariaDB', () => {
     expect(attempts).toEqual([1, 2]);
     expect(await effects(ds, group, cart)).toEqual([]);
     const consumed = await ds.query(
-      'SELECT 1 FROM consumed_event WHERE consumer_group = ? AND event_id = ?',
+      sql('SELECT 1 FROM consumed_event WHERE consumer_group = ? AND event_id = ?'),
       [group, event.eventId],
     );
     expect(consumed).toEqual([]);

@@ -6,7 +6,7 @@ import {
   type TransactionalProducer,
 } from '../../src';
 import { Collector } from '../helpers/collector';
-import { ensureSchema, openDataSource, txRecord } from '../helpers/db';
+import { ensureSchema, openDataSource, sql, txRecord } from '../helpers/db';
 import { waitFor } from '../helpers/env';
 import { makeProducer } from '../helpers/producer';
 import { outboxRow } from '../helpers/relay';
@@ -74,7 +74,7 @@ describe("the producer's built-in discard recovery, against the real broker and 
         { topic: TOPIC, body: { discarded: 2 } },
       ],
       async (m, c) => {
-        await m.query('INSERT INTO test_order (id) VALUES (?)', [c.txId]);
+        await m.query(sql('INSERT INTO test_order (id) VALUES (?)'), [c.txId]);
       },
     );
     dropping = false;

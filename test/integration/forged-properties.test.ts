@@ -21,7 +21,7 @@ import {
 import type { CheckBackOutcome } from '../../src/checkback/CheckBackDispatcher';
 import { uuidv7 } from '../../src/util/uuidv7';
 import { ENDPOINTS, waitFor } from '../helpers/env';
-import { ensureSchema, openDataSource } from '../helpers/db';
+import { ensureSchema, openDataSource, sql } from '../helpers/db';
 import { makeProducer } from '../helpers/producer';
 
 const TX_TOPIC = 'rmqtx_tx_18';
@@ -51,12 +51,14 @@ afterAll(async () => {
 });
 
 async function countsFor(group: string) {
-  const [tx] = await ds.query('SELECT COUNT(*) AS n FROM tx_record WHERE producer_group = ?', [group]);
+  const [tx] = await ds.query(sql('SELECT COUNT(*) AS n FROM tx_record WHERE producer_group = ?'), [group]);
   const [ob] = await ds.query(
-    'SELECT COUNT(*) AS n FROM outbox_event o JOIN tx_record t ON t.tx_id = o.tx_id WHERE t.producer_group = ?',
+    sql(
+      'SELECT COUNT(*) AS n FROM outbox_event o JOIN tx_record t ON t.tx_id = o.tx_id WHERE t.producer_group = ?',
+    ),
     [group],
   );
-  const [orders] = await ds.query('SELECT COUNT(*) AS n FROM test_order WHERE id LIKE ?', [
+  const [orders] = await ds.query(sql('SELECT COUNT(*) AS n FROM test_order WHERE id LIKE ?'), [
     `forged-${RUN}-%`,
   ]);
   return { tx: Number(tx.n), outbox: Number(ob.n), orders: Number(orders.n) };
@@ -85,7 +87,7 @@ describe('transact with generated bad events', () => {
         const err = await producer
           .transact(events as never, async (manager) => {
             workRan++;
-            await manager.query('INSERT INTO test_order (id) VALUES (?)', [id]);
+            await manager.query(sql('INSERT INTO test_order (id) VALUES (?)'), [id]);
           })
           .then(
             () => undefined,
@@ -155,11 +157,11 @@ describe('check-back of half messages with forged properties (sent by the raw cl
       .map((p) => p.TX_ID!)
       .filter((t) => t !== real.txId);
     const rows = await ds.query(
-      `SELECT tx_id FROM tx_record WHERE tx_id IN (${forgedTxIds.map(() => '?').join(',')})`,
+      sql(`SELECT tx_id FROM tx_record WHERE tx_id IN (${forgedTxIds.map(() => '?').join(',')})`),
       forgedTxIds,
     );
     expect(rows).toEqual([]);
-    const [realRow] = await ds.query('SELECT status FROM tx_record WHERE tx_id = ?', [real.txId]);
+    const [realRow] = await ds.query(sql('SELECT status FROM tx_record WHERE tx_id = ?'), [real.txId]);
     expect(realRow.status).toBe('COMMITTED');
   }, 90_000);
 });
@@ -227,7 +229,9 @@ describe('IdempotentConsumer and messages with forged properties (sent by the ra
     expect(handled).toEqual([]);
     expect(settled.every((o) => o.kind === 'MALFORMED')).toBe(true);
     const rows = await ds.query(
-      `SELECT event_id FROM consumed_event WHERE consumer_group = ? AND event_id IN (${sentIds.map(() => '?').join(',')})`,
+      sql(
+        `SELECT event_id FROM consumed_event WHERE consumer_group = ? AND event_id IN (${sentIds.map(() => '?').join(',')})`,
+      ),
       [group, ...sentIds],
     );
     expect(rows).toEqual([]);

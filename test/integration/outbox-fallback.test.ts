@@ -1,7 +1,7 @@
 import type { DataSource, EntityManager } from 'typeorm';
 import { BrokerUnavailableError, type OutboxRelay, type TransactionalProducer } from '../../src';
 import { Collector } from '../helpers/collector';
-import { ensureSchema, openDataSource, orderExists } from '../helpers/db';
+import { ensureSchema, openDataSource, orderExists, sql } from '../helpers/db';
 import { waitFor } from '../helpers/env';
 import { makeProducer } from '../helpers/producer';
 import { countByStatus, makeRelay, outboxRow } from '../helpers/relay';
@@ -49,10 +49,12 @@ describe('outboxFallback against the real broker, cut by a TCP proxy', () => {
   });
 
   const groupTxRecords = async () =>
-    Number((await ds.query('SELECT COUNT(*) AS n FROM tx_record WHERE producer_group = ?', [GROUP]))[0].n);
+    Number(
+      (await ds.query(sql('SELECT COUNT(*) AS n FROM tx_record WHERE producer_group = ?'), [GROUP]))[0].n,
+    );
   const order = (label: string) => `fb-${RUN}-${label}`;
   const insertOrder = (id: string) => async (m: EntityManager) => {
-    await m.query('INSERT INTO test_order (id) VALUES (?)', [id]);
+    await m.query(sql('INSERT INTO test_order (id) VALUES (?)'), [id]);
   };
 
   it('while the broker is unreachable: with the fallback the business commits with its events NEW, without it a BrokerUnavailableError and nothing written; after restore the relay delivers exactly the committed events', async () => {
@@ -113,7 +115,7 @@ describe('outboxFallback against the real broker, cut by a TCP proxy', () => {
     expect(await orderExists(ds, order('strict'))).toBe(false);
     expect(await groupTxRecords()).toBe(txRecordsBefore);
     const strictRows = await ds.query(
-      'SELECT COUNT(*) AS n FROM outbox_event WHERE CAST(payload AS CHAR) LIKE ?',
+      sql('SELECT COUNT(*) AS n FROM outbox_event WHERE CAST(payload AS CHAR) LIKE ?'),
       [`%"run":"${RUN}","n":"strict"%`],
     );
     expect(Number(strictRows[0].n)).toBe(0);

@@ -1,7 +1,7 @@
 import type { DataSource } from 'typeorm';
 import { OutboxRelay, TransactionalProducer, TypeOrmOutboxStore, uuidv7 } from '../../src';
 import { Collector } from '../helpers/collector';
-import { ensureSchema, openDataSource } from '../helpers/db';
+import { ensureSchema, openDataSource, sql } from '../helpers/db';
 import { waitFor } from '../helpers/env';
 import { makeProducer } from '../helpers/producer';
 import { countByStatus, makeRelay, outboxRow } from '../helpers/relay';
@@ -72,7 +72,7 @@ describe('outbox_event rows and the OutboxRelay against the real broker and Mari
             { topic: TX_TOPIC, body: { i } },
           ],
           async (m, c) => {
-            await m.query('INSERT INTO test_order (id) VALUES (?)', [c.txId]);
+            await m.query(sql('INSERT INTO test_order (id) VALUES (?)'), [c.txId]);
           },
         ),
       );
@@ -170,6 +170,6 @@ describe('outbox_event rows and the OutboxRelay against the real broker and Mari
     expect(await p.relay.replayDead([eventId])).toBe(1);
     expect((await outboxRow(ds, eventId))!.status).not.toBe('SENT');
     await p.relay.shutdown();
-    await ds.query('DELETE FROM outbox_event WHERE event_id = ?', [eventId]);
+    await ds.query(sql('DELETE FROM outbox_event WHERE event_id = ?'), [eventId]);
   });
 });

@@ -1,7 +1,7 @@
 import 'reflect-metadata';
 import { DataSource, type EntitySubscriberInterface } from 'typeorm';
-import { rocketMqTxEntities, uuidv7 } from '../../src';
-import { ensureSchema, openDataSource, orderExists, txRecord } from '../helpers/db';
+import { rocketMqTxEntitiesFor, uuidv7 } from '../../src';
+import { TEST_DATABASE, ensureSchema, openDataSource, orderExists, sql, txRecord } from '../helpers/db';
 import { DB_URL } from '../helpers/env';
 import { makeProducer } from '../helpers/producer';
 
@@ -23,9 +23,9 @@ describe('a failed TypeORM rollback never leaks an open transaction into the poo
     plain = await openDataSource();
     await ensureSchema(plain);
     ds = new DataSource({
-      type: 'mysql',
+      type: TEST_DATABASE,
       url: DB_URL,
-      entities: [...rocketMqTxEntities],
+      entities: [...rocketMqTxEntitiesFor(TEST_DATABASE)],
       subscribers: [ThrowingRollbackSubscriber],
       poolSize: 1, // the next borrower gets the very same connection
     });
@@ -48,7 +48,7 @@ describe('a failed TypeORM rollback never leaks an open transaction into the poo
       await expect(
         producer.transact({ topic: TOPIC, body: 'x' }, async (m, ctx) => {
           txId = ctx.txId;
-          await m.query('INSERT INTO test_order (id) VALUES (?)', [orderId]);
+          await m.query(sql('INSERT INTO test_order (id) VALUES (?)'), [orderId]);
           throw boom;
         }),
       ).rejects.toBe(boom);

@@ -8,7 +8,15 @@ import {
   uuidv7,
 } from '../../src';
 import { Collector } from '../helpers/collector';
-import { countRows, ensureSchema, openDataSource, orderExists, txRecord } from '../helpers/db';
+import {
+  countRows,
+  ensureSchema,
+  lockWaitingStatements,
+  openDataSource,
+  orderExists,
+  sql,
+  txRecord,
+} from '../helpers/db';
 import { waitFor } from '../helpers/env';
 import { makeProducer } from '../helpers/producer';
 
@@ -31,18 +39,14 @@ describe('TransactionalProducer against the real broker and MariaDB', () => {
   });
 
   async function blockedFenceInserts(txId: string): Promise<number> {
-    const rows = await ds.query(
-      "SELECT COUNT(*) AS n FROM information_schema.PROCESSLIST WHERE command = 'Query' AND info LIKE ?",
-      [`INSERT INTO tx_record %${txId}%`],
-    );
-    return Number(rows[0].n);
+    return lockWaitingStatements(ds, 'INSERT INTO tx_record', `INSERT INTO tx_record %${txId}%`);
   }
 
   /** Commits a marker transaction and waits for it: anything sent before it has had its chance. */
   async function flushWith(producer: TransactionalProducer): Promise<void> {
     const id = `marker-${uuidv7()}`;
     const { txId } = await producer.transact({ topic: TOPIC, body: { marker: id } }, async (m) => {
-      await m.query('INSERT INTO test_order (id) VALUES (?)', [id]);
+      await m.query(sql('INSERT INTO test_order (id) VALUES (?)'), [id]);
     });
     await waitFor(() => collector.withProperty('TX_ID', txId).length > 0, {
       timeoutMs: 30_000,
@@ -65,7 +69,7 @@ describe('TransactionalProducer against the real broker and MariaDB', () => {
       const out = await producer.transact(
         { topic: TOPIC, tag: 'created', keys: [id], body: { orderId: id, total: 42 } },
         async (manager) => {
-          await manager.query('INSERT INTO test_order (id, note) VALUES (?, ?)', [id, 'commit']);
+          await manager.query(sql('INSERT INTO test_order (id, note) VALUES (?, ?)'), [id, 'commit']);
           return id;
         },
       );
@@ -108,7 +112,7 @@ describe('TransactionalProducer against the real broker and MariaDB', () => {
           .map((m) => m.properties.EVENT_ID)
           .sort(),
       ).toEqual([...out.eventIds].sort());
-      const rows = await ds.query('SELECT event_count FROM tx_record WHERE tx_id = ?', [out.txId]);
+      const rows = await ds.query(sql('SELECT event_count FROM tx_record WHERE tx_id = ?'), [out.txId]);
       expect(rows).toEqual([{ event_count: 3 }]);
     });
 
@@ -118,7 +122,7 @@ describe('TransactionalProducer against the real broker and MariaDB', () => {
       let txIdSeen: string | undefined;
       const err = await producer
         .transact({ topic: TOPIC, body: { orderId: id } }, async (manager, { txId }) => {
-          await manager.query('INSERT INTO test_order (id) VALUES (?)', [id]);
+          await manager.query(sql('INSERT INTO test_order (id) VALUES (?)'), [id]);
           txIdSeen = txId;
           throw boom;
         })
@@ -137,7 +141,7 @@ describe('TransactionalProducer against the real broker and MariaDB', () => {
       const id = `order-${uuidv7()}`;
       const err = await producer
         .transact({ topic: TOPIC, body: 'twice', eventId }, async (m) => {
-          await m.query('INSERT INTO test_order (id) VALUES (?)', [id]);
+          await m.query(sql('INSERT INTO test_order (id) VALUES (?)'), [id]);
         })
         .catch((e: unknown) => e);
       expect(err).toBeInstanceOf(InvalidMessageError);
@@ -212,7 +216,7 @@ describe('TransactionalProducer against the real broker and MariaDB', () => {
       const out = await producer.transact(
         { topic: TOPIC, body: { orderId: id } },
         async (manager, { txId }) => {
-          await manager.query('INSERT INTO test_order (id) VALUES (?)', [id]);
+          await manager.query(sql('INSERT INTO test_order (id) VALUES (?)'), [id]);
           // Hold the transaction open until the broker's check-back INSERT waits on our tx_record row.
           await waitFor(async () => (await blockedFenceInserts(txId)) > 0, {
             timeoutMs: 30_000,

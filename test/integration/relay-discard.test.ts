@@ -2,7 +2,7 @@ import type { DataSource } from 'typeorm';
 import { TransactionResolution, TransactionalProducer, type CheckBackMessage } from '../../src';
 import { RocketMqGateway } from '../../src/broker/RocketMqGateway';
 import { Collector } from '../helpers/collector';
-import { ensureSchema, openDataSource, txRecord } from '../helpers/db';
+import { ensureSchema, openDataSource, sql, txRecord } from '../helpers/db';
 import { ENDPOINTS, waitFor } from '../helpers/env';
 import { makeRelay, outboxRow } from '../helpers/relay';
 
@@ -66,7 +66,7 @@ describe('discard reconciliation against the real broker and MariaDB', () => {
 
   it('a committed event whose half message the broker discards after its check max is republished once with the same eventId', async () => {
     const r = await producer.transact({ topic: TOPIC, body: { discarded: true } }, async (m, c) => {
-      await m.query('INSERT INTO test_order (id) VALUES (?)', [c.txId]);
+      await m.query(sql('INSERT INTO test_order (id) VALUES (?)'), [c.txId]);
     });
     const eventId = r.eventIds[0]!;
     expect((await txRecord(ds, r.txId))?.status).toBe('COMMITTED');

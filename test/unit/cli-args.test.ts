@@ -168,9 +168,37 @@ describe('CLI connection settings', () => {
     expect(m).not.toContain('hunter2');
   });
 
+  it('takes postgres:// and postgresql:// URLs (PostgreSQL driver, port 5432), the password masked', () => {
+    expect(resolveDbTarget({ 'db-url': 'postgres://app@pg.example/shop' }, {})).toMatchObject({
+      type: 'postgres',
+      host: 'pg.example',
+      port: 5432,
+      username: 'app',
+      database: 'shop',
+      display: 'postgres://app@pg.example/shop',
+    });
+    const env = { ROCKETMQ_TX_DB_URL: 'postgresql://app:s3cr%40t@pg.example:6432/shop' };
+    const t = resolveDbTarget({}, env);
+    expect(t).toMatchObject({ type: 'postgres', port: 6432, password: 's3cr@t', database: 'shop' });
+    expect(t.display).toBe('postgresql://app:***@pg.example:6432/shop');
+    expect(JSON.stringify(t.display)).not.toContain('s3cr');
+    const m = usageMessage(() => resolveDbTarget({ 'db-url': 'postgres://root:hunter2@h/d' }, {}));
+    expect(m).toMatch(/^--db-url "postgres:\/\/root:\*\*\*@h\/d" carries a password/);
+    expect(m).not.toContain('hunter2');
+    const noDb = usageMessage(() => resolveDbTarget({}, { ROCKETMQ_TX_DB_URL: 'postgresql://u:pw@h' }));
+    expect(noDb).toMatch(
+      /^invalid ROCKETMQ_TX_DB_URL "postgresql:\/\/u:\*\*\*@h": expected a URL that names/,
+    );
+    expect(noDb).not.toContain('pw');
+  });
+
   it('names the source of a bad URL and what is allowed', () => {
-    expect(usageMessage(() => resolveDbTarget({ 'db-url': 'postgres://u@h/d' }, {}))).toBe(
-      'invalid --db-url "postgres://u@h/d": expected a mysql:// or mariadb:// URL',
+    expect(usageMessage(() => resolveDbTarget({ 'db-url': 'oracle://u@h/d' }, {}))).toBe(
+      'invalid --db-url "oracle://u@h/d": expected a mysql://, mariadb://, postgres:// or postgresql:// URL',
+    );
+    const secret = usageMessage(() => resolveDbTarget({}, { ROCKETMQ_TX_DB_URL: 'mssql://u:topsecret@h/d' }));
+    expect(secret).toBe(
+      'invalid ROCKETMQ_TX_DB_URL "mssql://u:***@h/d": expected a mysql://, mariadb://, postgres:// or postgresql:// URL',
     );
     expect(usageMessage(() => resolveDbTarget({}, { ROCKETMQ_TX_DB_URL: 'mysql://u:pw@h' }))).toBe(
       'invalid ROCKETMQ_TX_DB_URL "mysql://u:***@h": expected a URL that names the database: mysql://host/database',
@@ -217,6 +245,28 @@ describe('CLI database errors', () => {
         /^the database user of mysql:\/\/root@127\.0\.0\.1:3306\/test lacks SELECT on consumed_event \(grants per command/,
       );
     }
+  });
+});
+
+describe('CLI database errors on PostgreSQL', () => {
+  const target = resolveDbTarget({ 'db-url': 'postgres://app@h/shop' }, {});
+  const pgError = (code: string, message: string) => Object.assign(new Error(message), { code });
+  it.each([
+    ['28P01', 'password authentication failed for user "app"', /refused the login/],
+    [
+      '3D000',
+      'database "shop" does not exist',
+      /^the database named in postgres:\/\/app@h\/shop does not exist/,
+    ],
+    ['42P01', 'relation "tx_record" does not exist', /run the SDK migrations/],
+    ['42501', 'permission denied for table outbox_event', /lacks a privilege on outbox_event/],
+    [
+      'ECONNREFUSED',
+      'connect ECONNREFUSED 127.0.0.1:5432',
+      /^cannot reach the database at postgres:\/\/app@h\/shop/,
+    ],
+  ])('%s becomes one line naming the masked URL', (code, message, expected) => {
+    expect(databaseError(target, pgError(code, message)).message).toMatch(expected);
   });
 });
 

@@ -11,7 +11,7 @@ import {
   type IdempotentConsumerOptions,
 } from '../../src';
 import type { ConsumerGateway, InboundMessage } from '../../src/broker/consumerGateway';
-import type { ConsumedRow, CursorKey, InboxStore, InboxTransaction } from '../../src/consumer/inbox';
+import type { ConsumedRow, CursorKey, InboxStore, InboxTransaction } from '../../src/store/ports';
 import { HandlerRegistry } from '../../src/consumer/handlers';
 import { MessageProcessor } from '../../src/consumer/MessageProcessor';
 import { ReceiveSlots } from '../../src/consumer/ReceiveSlots';

@@ -9,6 +9,7 @@ import {
   inDoubtCheck,
   isolationCheck,
   lockWaitCheck,
+  pgLockTimeoutCheck,
   outboxChecks,
   readClock,
   readIsolation,
@@ -263,6 +264,26 @@ describe('doctor: database thresholds', () => {
     ]).toEqual(['pass', 'pass', 'warn', 'fail']);
   });
 
+  it('PostgreSQL isolation: READ COMMITTED passes (READ UNCOMMITTED runs as it), REPEATABLE READ and SERIALIZABLE warn', () => {
+    const iso = (level: string) => isolationCheck(level, 'postgres').status;
+    expect([
+      iso('read committed'),
+      iso('read uncommitted'),
+      iso('repeatable read'),
+      iso('serializable'),
+    ]).toEqual(['pass', 'pass', 'warn', 'warn']);
+  });
+
+  it('PostgreSQL lock_timeout: warns when it is 0 (no bound) or reaches the broker check horizon', () => {
+    const o = opts({ brokerCheckIntervalMs: 2000, brokerCheckMax: 5, brokerTxTimeoutMs: 1000 }); // horizon 11 s
+    expect(pgLockTimeoutCheck(10_999, o).status).toBe('pass');
+    expect(pgLockTimeoutCheck(11_000, o).status).toBe('warn');
+    expect(pgLockTimeoutCheck(null, o)).toMatchObject({
+      status: 'warn',
+      value: expect.stringMatching(/^lock_timeout 0 \(no bound\)/),
+    });
+  });
+
   it('lock wait: warns when innodb_lock_wait_timeout reaches the broker check horizon', () => {
     const o = opts({ brokerCheckIntervalMs: 2000, brokerCheckMax: 5, brokerTxTimeoutMs: 1000 }); // horizon 11 s
     expect(lockWaitCheck(10, o).status).toBe('pass');
@@ -341,8 +362,8 @@ describe('doctor: database thresholds', () => {
 });
 
 describe('doctor: database measurements (fake DataSource)', () => {
-  const fake = (query: (sql: string) => unknown) =>
-    ({ query: async (sql: string) => query(sql) }) as unknown as DataSource;
+  const fake = (query: (sql: string) => unknown, type = 'mysql') =>
+    ({ options: { type }, query: async (sql: string) => query(sql) }) as unknown as DataSource;
 
   it('measures the skew at the middle of the round trip, on epoch seconds (no time zone involved)', async () => {
     let now = 1_000_000;
@@ -365,6 +386,20 @@ describe('doctor: database measurements (fake DataSource)', () => {
       return [{ v: 'READ-COMMITTED' }];
     });
     expect(await readIsolation(mysql8)).toBe('READ-COMMITTED');
+  });
+
+  it('on PostgreSQL reads the clock with EXTRACT(EPOCH ...) and the isolation from default_transaction_isolation', async () => {
+    const seen: string[] = [];
+    let now = 1_000_000;
+    const pg = fake((sql) => {
+      seen.push(sql);
+      now += 40;
+      if (sql.includes('EPOCH')) return [{ t: String((1_000_000 + 20 - 3000) / 1000) }];
+      return [{ v: 'read committed' }];
+    }, 'postgres');
+    expect(await readClock(pg, () => now)).toEqual({ skewMs: -3000, rttMs: 40 });
+    expect(await readIsolation(pg)).toBe('read committed');
+    expect(seen.join('\n')).not.toMatch(/UNIX_TIMESTAMP|@@|TIMESTAMPDIFF/);
   });
 });
 

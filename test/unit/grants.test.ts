@@ -28,6 +28,17 @@ describe('rocketMqTxGrants', () => {
     expect(inFile).toEqual(expected);
   });
 
+  it('docs/grants.postgres.sql holds exactly the GRANT statements rocketMqTxGrants prints for PostgreSQL', () => {
+    const inFile = readFileSync(join(__dirname, '..', '..', 'docs', 'grants.postgres.sql'), 'utf8')
+      .split('\n')
+      .filter((l) => l.startsWith('GRANT '));
+    const role = (c: GrantComponent) => `rmqtx_${c.replace(/[A-Z]/g, (m) => `_${m.toLowerCase()}`)}`;
+    const expected = GRANT_COMPONENTS.flatMap((c) =>
+      rocketMqTxGrants(c, { dialect: 'postgres', database: 'public', user: role(c) }).map((g) => `${g};`),
+    );
+    expect(inFile).toEqual(expected);
+  });
+
   it('grants table privileges only, never on *.* or db.*, and no writer lacks SELECT', () => {
     for (const c of GRANT_COMPONENTS) {
       for (const g of rocketMqTxGrants(c, { database: 'shop', user: "'u'@'%'" })) {
@@ -49,6 +60,40 @@ describe('rocketMqTxGrants', () => {
     expect(tableGrants('migrations', { migrationsTableName: 'rocketmq_tx_migrations' })).toHaveProperty(
       'rocketmq_tx_migrations',
     );
+  });
+
+  it('PostgreSQL: USAGE on the schema and table privileges to a role; the migrations role gets CREATE on the schema and owns the tables', () => {
+    const pg = (c: GrantComponent) =>
+      rocketMqTxGrants(c, { dialect: 'postgres', database: 'public', user: 'orders_app' });
+    expect(pg('consumer')).toEqual([
+      'GRANT USAGE ON SCHEMA "public" TO "orders_app"',
+      'GRANT SELECT, INSERT, UPDATE ON TABLE "public"."consumed_event" TO "orders_app"',
+      'GRANT SELECT, INSERT, UPDATE ON TABLE "public"."aggregate_cursor" TO "orders_app"',
+    ]);
+    expect(pg('migrations')).toEqual(['GRANT USAGE, CREATE ON SCHEMA "public" TO "orders_app"']);
+    for (const c of GRANT_COMPONENTS) {
+      for (const g of pg(c))
+        expect(g).toMatch(/^GRANT [A-Z, ]+ ON (SCHEMA "public"|TABLE "public"\."[a-z_]+") TO "orders_app"$/);
+    }
+    // ON CONFLICT DO NOTHING needs no UPDATE (MySQL's no-op ON DUPLICATE KEY UPDATE does).
+    expect(tableGrants('reconcile', { dialect: 'postgres' }).outbox_event).toEqual(['SELECT', 'INSERT']);
+    expect(tableGrants('retention', { dialect: 'postgres' }).outbox_event_archive).toEqual([
+      'SELECT',
+      'INSERT',
+    ]);
+    expect(tableGrants('migrations', { dialect: 'postgres' })).toMatchObject({
+      tx_record: ['OWNER'],
+      migrations: ['OWNER'],
+    });
+    expect(() =>
+      rocketMqTxGrants('producer', { dialect: 'postgres', database: 'public', user: "'u'@'%'" }),
+    ).toThrow(/option user/);
+    expect(() => rocketMqTxGrants('producer', { dialect: 'postgres', database: 'a"b', user: 'u' })).toThrow(
+      /option database/,
+    );
+    expect(() =>
+      rocketMqTxGrants('producer', { dialect: 'oracle' as 'postgres', database: 'public', user: 'u' }),
+    ).toThrow(/option dialect/);
   });
 
   it('validates its options, naming the bad one', () => {

@@ -12,7 +12,7 @@ import {
 import type { BrokerGateway, HalfMessage, OutgoingMessage } from '../../src/broker/gateway';
 import type { ConsumerGateway, InboundMessage } from '../../src/broker/consumerGateway';
 import type { ClaimedOutboxEvent } from '../../src/store/ports';
-import type { InboxStore } from '../../src/consumer/inbox';
+import type { InboxStore } from '../../src/store/ports';
 import { FakeStore, Journal, fakeDataSource } from './fakes/fakes';
 import { FakeOutboxStore } from './fakes/outbox';
 

@@ -14,7 +14,7 @@ import {
   type IdempotentConsumerOptions,
 } from '../../src';
 import type { ConsumerGateway, InboundMessage } from '../../src/broker/consumerGateway';
-import type { ConsumedRow, InboxStore, InboxTransaction } from '../../src/consumer/inbox';
+import type { ConsumedRow, InboxStore, InboxTransaction } from '../../src/store/ports';
 import type { CheckBackMessage } from '../../src/checkback/resolution';
 import { Observers } from '../../src/observability/observer';
 import type { ClaimedOutboxEvent, NewOutboxEvent, OutboxStore } from '../../src/store/ports';
@@ -193,9 +193,17 @@ describe('RocketMqTxMetrics: producer metrics (fake broker and store)', () => {
     expect(await ask(checkBack('not-a-uuid'))).toBe(TransactionResolution.UNKNOWN);
     expect(await ask(checkBack(uuidv7(), 'orders', 'bad-event-id'))).toBe(TransactionResolution.UNKNOWN);
     expect(await ask(checkBack(undefined))).toBe(TransactionResolution.UNKNOWN);
-    store.fence = async () => ({ kind: 'UNDECIDED', reason: 'LOCK_WAIT_TIMEOUT', error: new Error('1205') });
+    store.insertTombstone = async () => ({
+      kind: 'UNDECIDED',
+      reason: 'LOCK_WAIT_TIMEOUT',
+      error: new Error('1205'),
+    });
     expect(await ask(checkBack(uuidv7()))).toBe(TransactionResolution.UNKNOWN);
-    store.fence = async () => ({ kind: 'UNDECIDED', reason: 'DATABASE_ERROR', error: new Error('gone') });
+    store.insertTombstone = async () => ({
+      kind: 'UNDECIDED',
+      reason: 'DATABASE_ERROR',
+      error: new Error('gone'),
+    });
     expect(await ask(checkBack(uuidv7()))).toBe(TransactionResolution.UNKNOWN);
 
     const cb = (answer: string, decided_by: string) =>

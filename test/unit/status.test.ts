@@ -5,11 +5,11 @@ import { resolveStatusOptions, shapeStatus, type StatusRows } from '../../src/ob
 /** A DataSource that answers each table's statement from canned rows and records the SQL. */
 function fakeDs(
   rows: Partial<StatusRows>,
-  opts: { fail?: string; initialized?: boolean } = {},
+  opts: { fail?: string; initialized?: boolean; type?: string } = {},
 ): DataSource & { calls: Array<{ sql: string; params: unknown[] }> } {
   const calls: Array<{ sql: string; params: unknown[] }> = [];
   const ds = {
-    options: { type: 'mariadb' },
+    options: { type: opts.type ?? 'mariadb' },
     isInitialized: opts.initialized ?? true,
     createQueryRunner: () => ({}),
     calls,
@@ -176,6 +176,21 @@ describe('collectStatus: options, queries and errors', () => {
     const consumed = ds.calls.find((c) => c.sql.includes('FROM consumed_event'))!;
     expect(consumed.params).toEqual(['g']);
     expect(s.filter).toEqual({ topics: ['t1', 't2'], consumerGroups: ['g'] });
+  });
+
+  it('on PostgreSQL: numbered placeholders, ages from EXTRACT(EPOCH ...), no TIMESTAMPDIFF or INTERVAL ? MICROSECOND', async () => {
+    const ds = fakeDs({}, { type: 'postgres' });
+    await collectStatus(ds, { topics: ['t1', 't2'], consumerGroups: ['g'] });
+    const outbox = ds.calls.find((c) => c.sql.startsWith("SELECT 'count'"))!;
+    expect(outbox.params).toEqual(['t1', 't2', 't1', 't2', 't1', 't2', 1_200_000_000, 't1', 't2']);
+    expect(outbox.sql).toContain('topic IN ($1, $2)');
+    expect(outbox.sql).toContain('o.topic IN ($8, $9)');
+    expect(outbox.sql).toContain('EXTRACT(EPOCH FROM');
+    expect(outbox.sql).not.toMatch(/TIMESTAMPDIFF|MICROSECOND|\?/);
+    expect(ds.calls.find((c) => c.sql.includes('FROM tx_record'))!.sql).toContain('topic IN ($1, $2)');
+    expect(ds.calls.find((c) => c.sql.includes('FROM consumed_event'))!.sql).toContain(
+      'consumer_group IN ($1)',
+    );
   });
 
   it('without a filter binds only the discard horizon, which the caller may set', async () => {

@@ -1,64 +1,56 @@
 import type { DataSource, EntityManager } from 'typeorm';
-import type { FenceOutcome, NewTxRecord, TxRecordStore, TxStatus, TxStatusReader } from '../ports';
-import { dialectFor, type Dialect } from './dialect';
+import type { NewTxRecord, TombstoneOutcome, TxRecordStore, TxStatus, TxStatusReader } from '../ports';
+import { destroyConnection, dialectFor, type Dialect, type DialectName } from './dialect';
+import { mysqlTxRecordSql } from './mysql/txRecordSql';
+import { postgresTxRecordSql } from './postgres/txRecordSql';
+import { execute, type Statement } from './statements';
+import type { TxRecordSql } from './txRecordSql';
 
-const COLUMNS = '(tx_id, status, resolved_by, producer_group, topic, event_count)';
+const TX_RECORD_SQL: Record<DialectName, TxRecordSql> = {
+  mysql: mysqlTxRecordSql,
+  postgres: postgresTxRecordSql,
+};
 
-/** tx_record through the user's TypeORM DataSource, in raw SQL: one round trip per fence write. */
+/**
+ * tx_record's primitives through the user's TypeORM DataSource, in raw SQL: the statements of its
+ * database (mysql/txRecordSql.ts, postgres/txRecordSql.ts), the connection handling here. What a
+ * tombstone or a duplicate means is decided in src/checkback/fence.ts, nowhere else.
+ */
 export class TypeOrmTxRecordStore implements TxRecordStore, TxStatusReader {
   private readonly dialect: Dialect;
-  private readonly insertSql: string;
+  private readonly sql: TxRecordSql;
 
   constructor(private readonly dataSource: DataSource) {
     this.dialect = dialectFor(dataSource);
-    const p = (i: number) => this.dialect.placeholder(i);
-    this.insertSql = `INSERT INTO tx_record ${COLUMNS} VALUES (${p(1)}, ${p(2)}, ${p(3)}, ${p(4)}, ${p(5)}, ${p(6)})`;
+    this.sql = TX_RECORD_SQL[this.dialect.name];
   }
 
   async insertCommitted(manager: EntityManager, record: NewTxRecord): Promise<boolean> {
-    try {
-      await manager.query(this.insertSql, this.params(record, 'COMMITTED', 'PRODUCER'));
-      return true;
-    } catch (err) {
-      if (this.dialect.classify(err) === 'DUPLICATE_KEY') return false;
-      throw err;
-    }
+    return this.insert(manager, this.sql.insert(record, 'COMMITTED', 'PRODUCER'));
   }
 
-  async fence(record: NewTxRecord, lockWaitTimeoutMs: number): Promise<FenceOutcome> {
+  async insertTombstone(record: NewTxRecord, lockWaitTimeoutMs: number): Promise<TombstoneOutcome> {
+    const scope = this.sql.tombstoneScope(lockWaitTimeoutMs);
     const queryRunner = this.dataSource.createQueryRunner();
+    let open = false;
     try {
       await queryRunner.connect();
-      // A row already there is final (a tx_record's status never changes): answer it in one
-      // round trip. A plain read never sees an uncommitted row, so "no row" decides nothing:
-      // only then does the tombstone INSERT decide, as below.
-      const existing = await this.readStatusWith(queryRunner.manager, record.txId);
-      if (existing !== undefined) return { kind: existing };
-      return await this.dialect.withLockWait(queryRunner, lockWaitTimeoutMs, async () => {
-        try {
-          // Autocommit INSERT: it waits on the producer's uncommitted row, so InnoDB decides once.
-          await queryRunner.query(this.insertSql, this.params(record, 'ROLLED_BACK', 'CHECK_BACK'));
-          return { kind: 'FENCED' } as const;
-        } catch (err) {
-          const kind = this.dialect.classify(err);
-          if (kind === 'LOCK_WAIT_TIMEOUT')
-            return { kind: 'UNDECIDED', reason: 'LOCK_WAIT_TIMEOUT', error: err } as const;
-          if (kind === 'DEADLOCK') return { kind: 'UNDECIDED', reason: 'DEADLOCK', error: err } as const;
-          if (kind !== 'DUPLICATE_KEY')
-            return { kind: 'UNDECIDED', reason: 'DATABASE_ERROR', error: err } as const;
-        }
-        // A new autocommit statement is a fresh read: it sees the winner's committed row.
-        const status = await this.readStatusWith(queryRunner.manager, record.txId);
-        if (status === undefined) {
-          return {
-            kind: 'UNDECIDED',
-            reason: 'DATABASE_ERROR',
-            error: new Error(`tx_record ${record.txId} reported as duplicate but not found`),
-          } as const;
-        }
-        return { kind: status };
-      });
+      open = true;
+      await run(queryRunner.manager, scope.open);
+      const inserted = await this.insert(
+        queryRunner.manager,
+        this.sql.insert(record, 'ROLLED_BACK', 'CHECK_BACK'),
+      );
+      await run(queryRunner.manager, scope.close);
+      open = false;
+      return inserted ? { kind: 'INSERTED' } : { kind: 'EXISTS' };
     } catch (err) {
+      // End the scope (PostgreSQL: the aborted transaction and its row lock; MySQL: the session's
+      // lock wait) or close the connection, so nothing of it goes back to the pool.
+      if (open) await run(queryRunner.manager, scope.abort).catch(() => destroyConnection(queryRunner));
+      const kind = this.dialect.classify(err);
+      if (kind === 'LOCK_WAIT_TIMEOUT') return { kind: 'UNDECIDED', reason: 'LOCK_WAIT_TIMEOUT', error: err };
+      if (kind === 'DEADLOCK') return { kind: 'UNDECIDED', reason: 'DEADLOCK', error: err };
       return { kind: 'UNDECIDED', reason: 'DATABASE_ERROR', error: err };
     } finally {
       await queryRunner.release().catch(() => undefined);
@@ -67,26 +59,26 @@ export class TypeOrmTxRecordStore implements TxRecordStore, TxStatusReader {
 
   async markConfirmed(txIds: readonly string[]): Promise<void> {
     if (txIds.length === 0) return;
-    const list = txIds.map((_, i) => this.dialect.placeholder(i + 1)).join(', ');
-    await this.dataSource.query(
-      `UPDATE tx_record SET confirmed_at = ${this.dialect.nowExpression} WHERE confirmed_at IS NULL AND tx_id IN (${list})`,
-      [...txIds],
-    );
+    await execute(this.dataSource, this.sql.markConfirmed(txIds));
   }
 
-  readStatus(txId: string): Promise<TxStatus | undefined> {
-    return this.readStatusWith(this.dataSource.manager, txId);
-  }
-
-  private async readStatusWith(manager: EntityManager, txId: string): Promise<TxStatus | undefined> {
-    const rows: Array<{ status: TxStatus }> = await manager.query(
-      `SELECT status FROM tx_record WHERE tx_id = ${this.dialect.placeholder(1)}`,
-      [txId],
-    );
+  async readStatus(txId: string): Promise<TxStatus | undefined> {
+    const { rows } = await execute<{ status: TxStatus }>(this.dataSource, this.sql.selectStatus(txId));
     return rows[0]?.status;
   }
 
-  private params(record: NewTxRecord, status: TxStatus, resolvedBy: 'PRODUCER' | 'CHECK_BACK'): unknown[] {
-    return [record.txId, status, resolvedBy, record.producerGroup, record.topic, record.eventCount];
+  /** true: inserted; false: the txId exists (committed, or committed while this INSERT waited). */
+  private async insert(manager: EntityManager, statement: Statement): Promise<boolean> {
+    try {
+      return this.sql.inserted(await execute(manager, statement));
+    } catch (err) {
+      if (this.dialect.classify(err) === 'DUPLICATE_KEY') return false;
+      throw err;
+    }
   }
+}
+
+/** A statement of the tombstone's scope; without parameters, so one may hold several (PostgreSQL). */
+async function run(manager: EntityManager, statement: Statement): Promise<void> {
+  await manager.query(statement.sql, statement.params.length > 0 ? [...statement.params] : undefined);
 }

@@ -1,18 +1,12 @@
 import { Table, type MigrationInterface, type QueryRunner } from 'typeorm';
-
-function timestampType(queryRunner: QueryRunner): { ts: string; now: string } {
-  const pg = queryRunner.connection.options.type === 'postgres';
-  return pg
-    ? { ts: 'timestamptz', now: 'CURRENT_TIMESTAMP' }
-    : { ts: 'datetime', now: 'CURRENT_TIMESTAMP(3)' };
-}
+import { migrationTypes } from './columnTypes';
 
 /** Creates `consumed_event` (the consumer's dedupe table). */
 export class CreateConsumedEvent1764633700000 implements MigrationInterface {
   name = 'CreateConsumedEvent1764633700000';
 
   async up(queryRunner: QueryRunner): Promise<void> {
-    const { ts, now } = timestampType(queryRunner);
+    const { timestamp: ts, now } = migrationTypes(queryRunner);
     await queryRunner.createTable(
       new Table({
         name: 'consumed_event',
@@ -42,7 +36,7 @@ export class CreateAggregateCursor1764633800000 implements MigrationInterface {
   name = 'CreateAggregateCursor1764633800000';
 
   async up(queryRunner: QueryRunner): Promise<void> {
-    const { ts, now } = timestampType(queryRunner);
+    const { timestamp: ts, now } = migrationTypes(queryRunner);
     await queryRunner.createTable(
       new Table({
         name: 'aggregate_cursor',

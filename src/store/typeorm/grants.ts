@@ -1,11 +1,16 @@
 import { InvalidOptionError } from '../../errors';
+import type { DialectName } from './dialect';
 
 /** The SDK's tables (outbox_event_archive only with rocketMqTxArchiveMigrations). */
 export type SdkTable =
   'tx_record' | 'outbox_event' | 'consumed_event' | 'aggregate_cursor' | 'outbox_event_archive';
 
+/**
+ * A table privilege. OWNER (PostgreSQL only) is not a grantable privilege: the migrations role
+ * must own the tables (it creates them, so it does), as only an owner may index, alter or drop one.
+ */
 export type TablePrivilege =
-  'SELECT' | 'INSERT' | 'UPDATE' | 'DELETE' | 'CREATE' | 'INDEX' | 'DROP' | 'REFERENCES';
+  'SELECT' | 'INSERT' | 'UPDATE' | 'DELETE' | 'CREATE' | 'INDEX' | 'DROP' | 'REFERENCES' | 'OWNER';
 
 /**
  * Who connects to the database, one MariaDB/MySQL user each:
@@ -86,6 +91,27 @@ const MIGRATION_GRANTS: TableGrants = {
   outbox_event_archive: MIGRATION_PRIVILEGES,
 };
 
+/**
+ * Where PostgreSQL needs less: its statements skip a refused key with ON CONFLICT DO NOTHING (no
+ * UPDATE, which MySQL's no-op ON DUPLICATE KEY UPDATE needs).
+ */
+const POSTGRES_RUNTIME_OVERRIDES: Partial<Record<GrantComponent, TableGrants>> = {
+  retention: { outbox_event_archive: ['SELECT', 'INSERT'] },
+  reconcile: { outbox_event: ['SELECT', 'INSERT'] },
+};
+
+/**
+ * PostgreSQL: the tables are created by, and so owned by, the migrations role (USAGE and CREATE
+ * on the schema); it keeps TypeORM's bookkeeping table the same way.
+ */
+const POSTGRES_MIGRATION_GRANTS: TableGrants = {
+  tx_record: ['OWNER'],
+  outbox_event: ['OWNER'],
+  consumed_event: ['OWNER'],
+  aggregate_cursor: ['OWNER'],
+  outbox_event_archive: ['OWNER'],
+};
+
 /** Every component, the deploy user first (its grants come before the migrations, the others after). */
 export const GRANT_COMPONENTS: readonly GrantComponent[] = [
   'migrations',
@@ -99,10 +125,19 @@ export const GRANT_COMPONENTS: readonly GrantComponent[] = [
 ];
 
 export interface GrantOptions {
-  /** The database (schema) that holds the SDK's tables. */
+  /**
+   * MySQL/MariaDB: the database that holds the SDK's tables. PostgreSQL: the schema that holds
+   * them (e.g. `public`).
+   */
   database: string;
-  /** The account, e.g. `'orders_producer'@'10.0.%'` (quoted as MariaDB/MySQL print it). */
+  /**
+   * MySQL/MariaDB: the account, e.g. `'orders_producer'@'10.0.%'` (quoted as MariaDB/MySQL print
+   * it). PostgreSQL: the role name, e.g. `orders_producer` (a login role, or a group role granted
+   * to the login roles).
+   */
   user: string;
+  /** The database the statements are for. Default 'mysql' (MySQL and MariaDB). */
+  dialect?: DialectName;
   /** migrations only: TypeORM's migrationsTableName (TypeORM's default: `migrations`). */
   migrationsTableName?: string;
   /** false: leave out outbox_event_archive (you do not use rocketMqTxArchiveMigrations). Default true. */
@@ -115,7 +150,7 @@ const ACCOUNT_RE = /^'[^'\\]{1,80}'@'[^'\\]{1,255}'$/;
 /** Table → privileges of one component (a copy), without the archive when `archive` is false. */
 export function tableGrants(
   component: GrantComponent,
-  options: { migrationsTableName?: string; archive?: boolean } = {},
+  options: { migrationsTableName?: string; archive?: boolean; dialect?: DialectName } = {},
 ): Record<string, TablePrivilege[]> {
   if (!GRANT_COMPONENTS.includes(component)) {
     throw new InvalidOptionError('component', component, `one of ${GRANT_COMPONENTS.join(', ')}`);
@@ -123,7 +158,16 @@ export function tableGrants(
   if (options.archive !== undefined && typeof options.archive !== 'boolean') {
     throw new InvalidOptionError('archive', options.archive, 'true or false');
   }
-  const base: TableGrants = component === 'migrations' ? MIGRATION_GRANTS : RUNTIME_GRANTS[component];
+  const dialect = requireDialect(options.dialect);
+  const base: TableGrants =
+    component !== 'migrations'
+      ? {
+          ...RUNTIME_GRANTS[component],
+          ...(dialect === 'postgres' ? POSTGRES_RUNTIME_OVERRIDES[component] : {}),
+        }
+      : dialect === 'postgres'
+        ? POSTGRES_MIGRATION_GRANTS
+        : MIGRATION_GRANTS;
   const out: Record<string, TablePrivilege[]> = {};
   for (const [table, privileges] of Object.entries(base)) {
     if (table === 'outbox_event_archive' && options.archive === false) continue;
@@ -131,27 +175,73 @@ export function tableGrants(
   }
   if (component === 'migrations') {
     // TypeORM creates its bookkeeping table, reads it, records each run; revert deletes the row.
-    out[options.migrationsTableName ?? 'migrations'] = ['SELECT', 'INSERT', 'DELETE', 'CREATE'];
+    out[options.migrationsTableName ?? 'migrations'] =
+      dialect === 'postgres' ? ['OWNER'] : ['SELECT', 'INSERT', 'DELETE', 'CREATE'];
   }
   return out;
 }
 
+function requireDialect(dialect: unknown): DialectName {
+  if (dialect === undefined || dialect === 'mysql' || dialect === 'postgres') return dialect ?? 'mysql';
+  throw new InvalidOptionError('dialect', dialect, '"mysql" or "postgres"');
+}
+
+const PG_ROLE_RE = /^[a-z_][a-z0-9_$]{0,62}$/;
+
+function pgGrants(component: GrantComponent, options: GrantOptions): string[] {
+  const { database: schema, user } = options;
+  if (typeof schema !== 'string' || !PG_ROLE_RE.test(schema)) {
+    throw new InvalidOptionError(
+      'database',
+      schema,
+      'a schema name of 1-63 lower-case letters, digits, "_" or "$"',
+    );
+  }
+  if (typeof user !== 'string' || !PG_ROLE_RE.test(user)) {
+    throw new InvalidOptionError('user', user, 'a role name of 1-63 lower-case letters, digits, "_" or "$"');
+  }
+  if (options.migrationsTableName !== undefined && !PG_ROLE_RE.test(options.migrationsTableName)) {
+    throw new InvalidOptionError(
+      'migrationsTableName',
+      options.migrationsTableName,
+      'a table name of 1-63 lower-case letters, digits, "_" or "$"',
+    );
+  }
+  tableGrants(component, options);
+  if (component === 'migrations') {
+    // The migrations role creates the tables (and TypeORM's bookkeeping table), so it owns them.
+    return [`GRANT USAGE, CREATE ON SCHEMA "${schema}" TO "${user}"`];
+  }
+  return [
+    `GRANT USAGE ON SCHEMA "${schema}" TO "${user}"`,
+    ...Object.entries(tableGrants(component, options)).map(
+      ([table, privileges]) => `GRANT ${privileges.join(', ')} ON TABLE "${schema}"."${table}" TO "${user}"`,
+    ),
+  ];
+}
+
 /**
  * The GRANT statements (table level, nothing global) that let `user` run `component` on
- * `database`. Print them, or run them as an administrator:
+ * `database`. Print them, or run them as an administrator. On PostgreSQL (`dialect: 'postgres'`)
+ * `database` is the schema and `user` a role: USAGE on the schema and the table privileges; the
+ * migrations role gets USAGE and CREATE on the schema and owns what it creates.
  *
  * @example
  * rocketMqTxGrants('consumer', { database: 'orders', user: "'orders_consumer'@'%'" });
  * // ["GRANT SELECT, INSERT, UPDATE ON `orders`.`consumed_event` TO 'orders_consumer'@'%'", ...]
+ * rocketMqTxGrants('consumer', { dialect: 'postgres', database: 'public', user: 'orders_consumer' });
+ * // ['GRANT USAGE ON SCHEMA "public" TO "orders_consumer"',
+ * //  'GRANT SELECT, INSERT, UPDATE ON TABLE "public"."consumed_event" TO "orders_consumer"', ...]
  */
 export function rocketMqTxGrants(component: GrantComponent, options: GrantOptions): string[] {
   if (typeof options !== 'object' || options === null) {
     throw new InvalidOptionError(
       'options',
       options,
-      'an object { database, user, migrationsTableName?, archive? }',
+      'an object { database, user, dialect?, migrationsTableName?, archive? }',
     );
   }
+  if (requireDialect(options.dialect) === 'postgres') return pgGrants(component, options);
   const { database, user, migrationsTableName } = options;
   if (typeof database !== 'string' || !IDENTIFIER_RE.test(database)) {
     throw new InvalidOptionError('database', database, 'a database name of 1-64 letters, digits, "_" or "$"');

@@ -1,20 +1,16 @@
 import { Table, type MigrationInterface, type QueryRunner } from 'typeorm';
+import { migrationTypes } from './columnTypes';
 import { consumerMigrations } from './consumerMigrations';
 import { CreateOutboxEvent1764633900000 } from './outboxMigrations';
 import { AddTxRecordCreatedIndex1764634000000 } from './retentionMigrations';
 
-function isPostgres(queryRunner: QueryRunner): boolean {
-  return queryRunner.connection.options.type === 'postgres';
-}
-
-/** Creates `tx_record` (the fence). Built with TypeORM's Table API so it runs on MySQL/MariaDB and PostgreSQL. */
+/** Creates `tx_record` (the fence). Built with TypeORM's Table API; the column types come from the database it runs on
+ * (MySQL/MariaDB or PostgreSQL, see columnTypes.ts). */
 export class CreateTxRecord1764633600000 implements MigrationInterface {
   name = 'CreateTxRecord1764633600000';
 
   async up(queryRunner: QueryRunner): Promise<void> {
-    const pg = isPostgres(queryRunner);
-    const ts = pg ? 'timestamptz' : 'datetime';
-    const now = pg ? 'CURRENT_TIMESTAMP' : 'CURRENT_TIMESTAMP(3)';
+    const { timestamp: ts, now } = migrationTypes(queryRunner);
     await queryRunner.createTable(
       new Table({
         name: 'tx_record',

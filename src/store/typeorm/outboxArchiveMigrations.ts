@@ -1,4 +1,5 @@
 import { Table, type MigrationInterface, type QueryRunner } from 'typeorm';
+import { migrationTypes } from './columnTypes';
 
 /**
  * The columns Retention.archive() copies from outbox_event to outbox_event_archive (every
@@ -37,8 +38,7 @@ export class CreateOutboxEventArchive1764634100000 implements MigrationInterface
   name = 'CreateOutboxEventArchive1764634100000';
 
   async up(queryRunner: QueryRunner): Promise<void> {
-    const pg = queryRunner.connection.options.type === 'postgres';
-    const ts = pg ? 'timestamptz' : 'datetime';
+    const { timestamp: ts, blob } = migrationTypes(queryRunner);
     await queryRunner.createTable(
       new Table({
         name: 'outbox_event_archive',
@@ -54,7 +54,7 @@ export class CreateOutboxEventArchive1764634100000 implements MigrationInterface
           { name: 'aggregate_version', type: 'bigint', isNullable: true },
           { name: 'event_type', type: 'varchar', length: '255', isNullable: true },
           { name: 'event_version', type: 'int', isNullable: true },
-          { name: 'payload', type: pg ? 'bytea' : 'mediumblob' },
+          { name: 'payload', type: blob },
           { name: 'occurred_at', type: ts, precision: 3 },
           { name: 'trace_id', type: 'varchar', length: '64', isNullable: true },
           { name: 'status', type: 'varchar', length: '16' },

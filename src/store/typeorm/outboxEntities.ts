@@ -1,4 +1,5 @@
 import { EntitySchema } from 'typeorm';
+import { perDatabase, type SchemaTypes } from './columnTypes';
 
 export type OutboxStatus = 'IN_FLIGHT' | 'NEW' | 'SENT' | 'DEAD';
 
@@ -34,10 +35,9 @@ export interface OutboxEvent {
   lastError: string | null;
 }
 
-export const OutboxEventEntity = new EntitySchema<OutboxEvent>({
-  name: 'OutboxEvent',
-  tableName: 'outbox_event',
-  columns: {
+/** The columns of outbox_event (shared with outbox_event_archive). */
+export function outboxEventColumns(t: SchemaTypes): EntitySchema<OutboxEvent>['options']['columns'] {
+  return {
     eventId: { name: 'event_id', type: 'char', length: 36, primary: true },
     txId: { name: 'tx_id', type: 'char', length: 36 },
     topic: { type: 'varchar', length: 255 },
@@ -49,24 +49,38 @@ export const OutboxEventEntity = new EntitySchema<OutboxEvent>({
     aggregateVersion: { name: 'aggregate_version', type: 'bigint', nullable: true },
     eventType: { name: 'event_type', type: 'varchar', length: 255, nullable: true },
     eventVersion: { name: 'event_version', type: 'int', nullable: true },
-    payload: { type: 'mediumblob' },
-    occurredAt: { name: 'occurred_at', type: 'datetime', precision: 3 },
+    payload: { type: t.blob },
+    occurredAt: { name: 'occurred_at', type: t.timestamp, precision: 3 },
     traceId: { name: 'trace_id', type: 'varchar', length: 64, nullable: true },
     status: { type: 'varchar', length: 16 },
     attempts: { type: 'int', default: 0 },
-    nextAttemptAt: { name: 'next_attempt_at', type: 'datetime', precision: 3 },
-    leaseUntil: { name: 'lease_until', type: 'datetime', precision: 3, nullable: true },
+    nextAttemptAt: { name: 'next_attempt_at', type: t.timestamp, precision: 3 },
+    leaseUntil: { name: 'lease_until', type: t.timestamp, precision: 3, nullable: true },
     leaseOwner: { name: 'lease_owner', type: 'varchar', length: 64, nullable: true },
-    publishedAt: { name: 'published_at', type: 'datetime', precision: 3, nullable: true },
+    publishedAt: { name: 'published_at', type: t.timestamp, precision: 3, nullable: true },
     lastError: { name: 'last_error', type: 'text', nullable: true },
-  },
-  indices: [
-    { name: 'idx_outbox_status_next', columns: ['status', 'nextAttemptAt', 'eventId'] },
-    { name: 'idx_outbox_tx', columns: ['txId'] },
-    {
-      name: 'uq_outbox_aggregate_version',
-      columns: ['aggregateType', 'aggregateId', 'aggregateVersion'],
-      unique: true,
-    },
-  ],
-});
+  };
+}
+
+function outboxEventEntity(t: SchemaTypes): EntitySchema<OutboxEvent> {
+  return new EntitySchema<OutboxEvent>({
+    name: 'OutboxEvent',
+    tableName: 'outbox_event',
+    columns: outboxEventColumns(t),
+    indices: [
+      { name: 'idx_outbox_status_next', columns: ['status', 'nextAttemptAt', 'eventId'] },
+      { name: 'idx_outbox_tx', columns: ['txId'] },
+      {
+        name: 'uq_outbox_aggregate_version',
+        columns: ['aggregateType', 'aggregateId', 'aggregateVersion'],
+        unique: true,
+      },
+    ],
+  });
+}
+
+/** The `outbox_event` entity for one database (the same instance on every call). */
+export const outboxEventEntityFor = perDatabase(outboxEventEntity);
+
+/** The MySQL/MariaDB `outbox_event` entity (outboxEventEntityFor('postgres') for PostgreSQL). */
+export const OutboxEventEntity = outboxEventEntityFor('mysql');

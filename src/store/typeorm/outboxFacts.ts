@@ -1,7 +1,9 @@
 import type { DataSource, EntityManager } from 'typeorm';
 import type { NewOutboxEvent } from '../ports';
 import type { OutboxStatus } from './outboxEntities';
-import { dialectFor, type Dialect } from './dialect';
+import { dialectFor, type Dialect, type DialectName } from './dialect';
+import { SqlParams } from './sqlParams';
+import { probeTable } from './tableProbe';
 import { toStoreError } from './storeError';
 
 /** What a fact reconciliation needs to find: an event of this type for this aggregate (and version). */
@@ -34,6 +36,21 @@ interface RawRow {
 
 export const OUTBOX_ARCHIVE_TABLE = 'outbox_event_archive';
 
+/** The per-database parts of the reconciler's statements. */
+interface FactSql {
+  /** The outbox column `keys` (a reserved word on MySQL). */
+  keysColumn: string;
+  /** Ends an INSERT so that a row refused by any unique key is skipped, every other error still thrown. */
+  skipDuplicates: string;
+}
+
+const FACT_SQL: Record<DialectName, FactSql> = {
+  // A no-op update on a duplicate key.
+  mysql: { keysColumn: '`keys`', skipDuplicates: 'ON DUPLICATE KEY UPDATE event_id = event_id' },
+  // No error, so the transaction is not aborted (a failed statement aborts a PostgreSQL transaction).
+  postgres: { keysColumn: '"keys"', skipDuplicates: 'ON CONFLICT DO NOTHING' },
+};
+
 /**
  * The outbox side of a fact reconciliation, in raw SQL. Lookups are one statement per page,
  * a range read on the prefix (aggregate_type, aggregate_id) of uq_outbox_aggregate_version (and of
@@ -53,7 +70,7 @@ export class TypeOrmFactStore {
    */
   async archiveExists(): Promise<boolean> {
     try {
-      await this.dataSource.query(`SELECT 1 FROM ${OUTBOX_ARCHIVE_TABLE} WHERE 1 = 0`);
+      await probeTable(this.dataSource, OUTBOX_ARCHIVE_TABLE);
       return true;
     } catch (err) {
       const kind = this.dialect.classify(err);
@@ -74,15 +91,13 @@ export class TypeOrmFactStore {
     manager: EntityManager = this.dataSource.manager,
   ): Promise<FactEventRow[]> {
     if (facts.length === 0) return [];
-    const { where, params } = aggregateFilter(facts);
+    const p = new SqlParams(this.dialect);
     const columns = 'event_id, aggregate_type, aggregate_id, aggregate_version, event_type';
-    let sql = `SELECT ${columns}, status FROM outbox_event WHERE ${where}`;
-    let all = params;
+    let sql = `SELECT ${columns}, status FROM outbox_event WHERE ${aggregateFilter(p, facts)}`;
     if (withArchive) {
-      sql += ` UNION ALL SELECT ${columns}, 'SENT' AS status FROM ${OUTBOX_ARCHIVE_TABLE} WHERE ${where}`;
-      all = [...params, ...params];
+      sql += ` UNION ALL SELECT ${columns}, 'SENT' AS status FROM ${OUTBOX_ARCHIVE_TABLE} WHERE ${aggregateFilter(p, facts)}`;
     }
-    const rows: RawRow[] = await manager.query(sql, all);
+    const rows: RawRow[] = await manager.query(sql, p.values);
     return rows.map((r) => ({
       eventId: r.event_id,
       aggregateType: r.aggregate_type,
@@ -105,50 +120,54 @@ export class TypeOrmFactStore {
   ): Promise<Set<string>> {
     if (rows.length === 0) return new Set();
     const now = this.dialect.nowExpression;
+    const sql = FACT_SQL[this.dialect.name];
+    const p = new SqlParams(this.dialect);
     const values = rows
-      .map(() => `(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, COALESCE(?, ${now}), ?, 'NEW', 0, ${now})`)
+      .map((e) => {
+        const v = [
+          e.eventId,
+          e.txId,
+          e.topic,
+          e.tag ?? null,
+          JSON.stringify(e.keys),
+          JSON.stringify(e.properties),
+          e.aggregateType ?? null,
+          e.aggregateId ?? null,
+          e.aggregateVersion ?? null,
+          e.eventType ?? null,
+          e.eventVersion ?? null,
+          e.body,
+        ].map((x) => p.add(x));
+        return `(${v.join(', ')}, COALESCE(${p.add(e.occurredAt ?? null)}, ${now}), ${p.add(e.traceId ?? null)}, 'NEW', 0, ${now})`;
+      })
       .join(', ');
-    const params: unknown[] = [];
-    for (const e of rows) {
-      params.push(
-        e.eventId,
-        e.txId,
-        e.topic,
-        e.tag ?? null,
-        JSON.stringify(e.keys),
-        JSON.stringify(e.properties),
-        e.aggregateType ?? null,
-        e.aggregateId ?? null,
-        e.aggregateVersion ?? null,
-        e.eventType ?? null,
-        e.eventVersion ?? null,
-        e.body,
-        e.occurredAt ?? null,
-        e.traceId ?? null,
-      );
-    }
-    // A no-op update on a duplicate key: the refused row is skipped, every other error still throws.
     await manager.query(
-      `INSERT INTO outbox_event (event_id, tx_id, topic, tag, \`keys\`, properties, aggregate_type,
+      `INSERT INTO outbox_event (event_id, tx_id, topic, tag, ${sql.keysColumn}, properties, aggregate_type,
          aggregate_id, aggregate_version, event_type, event_version, payload, occurred_at, trace_id,
          status, attempts, next_attempt_at)
-       VALUES ${values} ON DUPLICATE KEY UPDATE event_id = event_id`,
-      params,
+       VALUES ${values} ${sql.skipDuplicates}`,
+      p.values,
     );
     // Ours only if the row with that eventId carries our new txId (a reused eventId does not).
+    const q = new SqlParams(this.dialect);
     const landed: Array<{ event_id: string; tx_id: string }> = await manager.query(
-      `SELECT event_id, tx_id FROM outbox_event WHERE event_id IN (${rows.map(() => '?').join(', ')})`,
-      rows.map((r) => r.eventId),
+      `SELECT event_id, tx_id FROM outbox_event WHERE event_id IN (${q.list(rows.map((r) => r.eventId))})`,
+      q.values,
     );
     const txOf = new Map(rows.map((r) => [r.eventId, r.txId]));
     const written = landed.filter((r) => txOf.get(r.event_id) === r.tx_id);
     if (written.length > 0) {
       const byId = new Map(rows.map((r) => [r.eventId, r]));
       // The fence row: a lost commit of the relay's half message is answered COMMIT by the group.
+      const t = new SqlParams(this.dialect);
+      const tuples = written.map(
+        (w) =>
+          `(${t.add(w.tx_id)}, 'COMMITTED', 'PRODUCER', ${t.add(producerGroup)}, ${t.add(byId.get(w.event_id)!.topic)}, 1)`,
+      );
       await manager.query(
         `INSERT INTO tx_record (tx_id, status, resolved_by, producer_group, topic, event_count)
-         VALUES ${written.map(() => `(?, 'COMMITTED', 'PRODUCER', ?, ?, 1)`).join(', ')}`,
-        written.flatMap((w) => [w.tx_id, producerGroup, byId.get(w.event_id)!.topic]),
+         VALUES ${tuples.join(', ')}`,
+        t.values,
       );
     }
     return new Set(written.map((w) => w.event_id));
@@ -156,7 +175,7 @@ export class TypeOrmFactStore {
 }
 
 /** `(aggregate_type = ? AND aggregate_id IN (...) AND event_type IN (...)) OR ...`, a group per aggregate type. */
-function aggregateFilter(facts: readonly FactKey[]): { where: string; params: unknown[] } {
+function aggregateFilter(p: SqlParams, facts: readonly FactKey[]): string {
   const byType = new Map<string, { ids: Set<string>; types: Set<string> }>();
   for (const f of facts) {
     let group = byType.get(f.aggregateType);
@@ -164,14 +183,11 @@ function aggregateFilter(facts: readonly FactKey[]): { where: string; params: un
     group.ids.add(f.aggregateId);
     group.types.add(f.eventType);
   }
-  const marks = (n: number) => Array.from({ length: n }, () => '?').join(', ');
   const parts: string[] = [];
-  const params: unknown[] = [];
   for (const [type, { ids, types }] of byType) {
     parts.push(
-      `(aggregate_type = ? AND aggregate_id IN (${marks(ids.size)}) AND event_type IN (${marks(types.size)}))`,
+      `(aggregate_type = ${p.add(type)} AND aggregate_id IN (${p.list([...ids])}) AND event_type IN (${p.list([...types])}))`,
     );
-    params.push(type, ...ids, ...types);
   }
-  return { where: parts.join(' OR '), params };
+  return parts.join(' OR ');
 }

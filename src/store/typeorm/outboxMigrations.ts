@@ -1,4 +1,5 @@
 import { Table, type MigrationInterface, type QueryRunner } from 'typeorm';
+import { migrationTypes } from './columnTypes';
 
 /**
  * Creates `outbox_event`. (status, next_attempt_at, event_id) keeps every relay scan a range
@@ -8,8 +9,7 @@ export class CreateOutboxEvent1764633900000 implements MigrationInterface {
   name = 'CreateOutboxEvent1764633900000';
 
   async up(queryRunner: QueryRunner): Promise<void> {
-    const pg = queryRunner.connection.options.type === 'postgres';
-    const ts = pg ? 'timestamptz' : 'datetime';
+    const { timestamp: ts, blob } = migrationTypes(queryRunner);
     await queryRunner.createTable(
       new Table({
         name: 'outbox_event',
@@ -25,7 +25,7 @@ export class CreateOutboxEvent1764633900000 implements MigrationInterface {
           { name: 'aggregate_version', type: 'bigint', isNullable: true },
           { name: 'event_type', type: 'varchar', length: '255', isNullable: true },
           { name: 'event_version', type: 'int', isNullable: true },
-          { name: 'payload', type: pg ? 'bytea' : 'mediumblob' },
+          { name: 'payload', type: blob },
           { name: 'occurred_at', type: ts, precision: 3 },
           { name: 'trace_id', type: 'varchar', length: '64', isNullable: true },
           { name: 'status', type: 'varchar', length: '16' },

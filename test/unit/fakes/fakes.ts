@@ -1,6 +1,6 @@
 import type { DataSource, EntityManager } from 'typeorm';
 import type { BrokerGateway, GatewayConfig, HalfMessage, OutgoingMessage } from '../../../src/broker/gateway';
-import type { FenceOutcome, NewTxRecord, TxRecordStore } from '../../../src/store/ports';
+import type { NewTxRecord, TombstoneOutcome, TxRecordStore, TxStatus } from '../../../src/store/ports';
 
 /** Records every call in order, so tests can assert the producer's protocol sequence. */
 export class Journal {
@@ -58,13 +58,13 @@ export class FakeStore implements TxRecordStore {
     this.rows.set(r.txId, 'COMMITTED');
     return true;
   }
-  async fence(r: NewTxRecord): Promise<FenceOutcome> {
-    const s = this.rows.get(r.txId);
-    if (!s) {
-      this.rows.set(r.txId, 'ROLLED_BACK');
-      return { kind: 'FENCED' };
-    }
-    return { kind: s as 'COMMITTED' | 'ROLLED_BACK' };
+  async readStatus(txId: string): Promise<TxStatus | undefined> {
+    return this.rows.get(txId) as TxStatus | undefined;
+  }
+  async insertTombstone(r: NewTxRecord): Promise<TombstoneOutcome> {
+    if (this.rows.has(r.txId)) return { kind: 'EXISTS' };
+    this.rows.set(r.txId, 'ROLLED_BACK');
+    return { kind: 'INSERTED' };
   }
   async markConfirmed(ids: readonly string[]): Promise<void> {
     this.confirmed.push(...ids);
