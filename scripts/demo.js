@@ -25,6 +25,23 @@ function maskUrl(url) {
 
 /** Resolves when the database answers SELECT 1; rejects with a message that says how to point elsewhere. */
 async function checkDatabase(url) {
+  if (/^postgres(ql)?:\/\//i.test(url)) {
+    const { Client } = require('pg');
+    const client = new Client({ connectionString: url, connectionTimeoutMillis: 5000 });
+    try {
+      await client.connect();
+      await client.query('SELECT 1');
+    } catch (err) {
+      const why = err && err.message ? err.message : String(err);
+      throw new Error(
+        `cannot reach PostgreSQL at ${maskUrl(url)}: ${why.split(url).join(maskUrl(url))}\n` +
+          '  Start one (e.g. `docker compose -f docker/docker-compose.yml up -d postgres`) or point the demo at yours.',
+      );
+    } finally {
+      await client.end().catch(() => {});
+    }
+    return;
+  }
   let mysql;
   try {
     mysql = require('mysql2/promise');
@@ -40,7 +57,7 @@ async function checkDatabase(url) {
     throw new Error(
       `cannot reach MySQL/MariaDB at ${maskUrl(url)}: ${why.split(url).join(maskUrl(url))}\n` +
         '  Start one (e.g. `docker compose -f docker/docker-compose.yml up -d mysql`), or point the demo at yours:\n' +
-        '  ROCKETMQ_TX_DB_URL=mysql://user:password@host:3306/database npm run demo',
+        '  ROCKETMQ_TX_DB_URL=mysql://user:password@host:3306/database npm run demo (or postgres://user@host:5432/database)',
     );
   } finally {
     if (conn) await conn.end().catch(() => {});

@@ -80,6 +80,7 @@ export {
   type SdkTable,
   type TablePrivilege,
 } from './store/typeorm/grants';
+export type { DialectName } from './store/typeorm/dialect';
 export { OutboxEventEntity, type OutboxEvent, type OutboxStatus } from './store/typeorm/outboxEntities';
 export { CreateOutboxEvent1764633900000 } from './store/typeorm/outboxMigrations';
 export {
@@ -92,7 +93,7 @@ export {
   outboxEventArchiveEntityFor,
   type ArchivedOutboxEvent,
 } from './store/typeorm/outboxArchiveEntities';
-export type { TransactEvent, BodyEvent, EnvelopeEvent } from './producer/events';
+export type { TransactEvent, BodyEvent, EnvelopeEvent } from './outbox/events';
 export {
   TransactionResolution,
   TX_ID_PROPERTY,
@@ -118,7 +119,9 @@ export type {
   NewOutboxEvent,
   ClaimedOutboxEvent,
   ClaimOptions,
+  ClaimUnconfirmedOptions,
   OutboxInitialStatus,
+  TxStatusReader,
 } from './store/ports';
 export {
   TxRecordEntity,
@@ -147,8 +150,8 @@ export {
   type RocketMqTxMetricsOptions,
   type StatusMetricsOptions,
   type MetricsRegistry,
-  type ObservableComponent,
 } from './observability/metrics';
+export type { ObservableComponent } from './observability/observer';
 export { uuidv7 } from './util/uuidv7';
 export {
   defineEvent,
@@ -159,6 +162,7 @@ export {
   AGGREGATE_ID_PROPERTY,
   type Envelope,
   type EnvelopeInput,
+  type EnvelopeRules,
   type EventDefinition,
 } from './envelope/envelope';
 export { IdempotentConsumer, type ConsumerStats } from './consumer/IdempotentConsumer';

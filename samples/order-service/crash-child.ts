@@ -13,6 +13,7 @@ import { EventSubscriber, type EntitySubscriberInterface, type TransactionCommit
 import { TransactionalProducer, TransactionResolution } from '../../src'; // 'rocketmq-tx'
 import { createDataSource, DEFAULT_DB_URL } from './database';
 import { OrderService, type PlaceOrder } from './orderService';
+import { ShopOrder } from './entities';
 
 let inWindow: ((event: TransactionCommitEvent) => Promise<void>) | undefined;
 
@@ -59,11 +60,8 @@ async function main(): Promise<void> {
   const order = JSON.parse(line) as PlaceOrder;
   inWindow = async (event) => {
     // Committed: the order and its tx_record are in the database (read back, autocommit).
-    const rows: Array<{ tx_id: string }> = await event.manager.query(
-      'SELECT tx_id FROM shop_order WHERE id = ?',
-      [order.id],
-    );
-    say({ state: 'in-window', orderId: order.id, txId: rows[0]?.tx_id });
+    const row = await event.manager.findOneBy(ShopOrder, { id: order.id });
+    say({ state: 'in-window', orderId: order.id, txId: row?.txId });
     Atomics.wait(new Int32Array(new SharedArrayBuffer(4)), 0, 0); // frozen, as if dead
   };
   await service.placeOrder(order);

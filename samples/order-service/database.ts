@@ -1,7 +1,7 @@
 /** One DataSource for the sample: the SDK's tables and the sample's, migrated together. */
 import 'reflect-metadata';
 import { DataSource } from 'typeorm';
-import { rocketMqTxEntities, rocketMqTxMigrations } from '../../src'; // 'rocketmq-tx'
+import { rocketMqTxEntitiesFor, rocketMqTxMigrations } from '../../src'; // 'rocketmq-tx'
 import { orderServiceEntities } from './entities';
 import { orderServiceMigrations } from './migrations';
 
@@ -23,7 +23,7 @@ export class DatabaseUnreachableError extends Error {
   constructor(url: string, cause: unknown) {
     const why = cause instanceof Error ? cause.message : String(cause);
     super(
-      `cannot reach MySQL/MariaDB at ${maskUrl(url)}: ${why}\n` +
+      `cannot reach the database at ${maskUrl(url)}: ${why}\n` +
         '  Start one (e.g. `docker compose -f docker/docker-compose.yml up -d mysql`), or point the demo at yours:\n' +
         '  ROCKETMQ_TX_DB_URL=mysql://user:password@host:3306/database npm run demo',
     );
@@ -38,16 +38,42 @@ export interface DatabaseOptions {
   subscribers?: Function[];
 }
 
+/** The database a URL names: postgres:// or postgresql:// (PostgreSQL), anything else MySQL/MariaDB. */
+export function databaseOf(url: string): 'mysql' | 'postgres' {
+  return /^postgres(ql)?:\/\//i.test(url) ? 'postgres' : 'mysql';
+}
+
+/**
+ * The sample's own SQL, written with `?` placeholders, for the DataSource's database (`$n` on
+ * PostgreSQL); resolves with the rows and the number of rows changed.
+ */
+export async function run<Row = Record<string, unknown>>(
+  dataSource: DataSource,
+  text: string,
+  params: unknown[] = [],
+): Promise<{ rows: Row[]; affected: number }> {
+  let n = 0;
+  const sql = dataSource.options.type === 'postgres' ? text.replace(/\?/g, () => `$${++n}`) : text;
+  const runner = dataSource.createQueryRunner();
+  try {
+    const result = await runner.query(sql, params, true);
+    return { rows: Array.isArray(result.records) ? result.records : [], affected: result.affected ?? 0 };
+  } finally {
+    await runner.release();
+  }
+}
+
 export function createDataSource(url: string, options: DatabaseOptions = {}): DataSource {
+  const type = databaseOf(url);
   return new DataSource({
-    type: 'mysql',
+    type,
     url,
-    entities: [...rocketMqTxEntities, ...orderServiceEntities],
+    entities: [...rocketMqTxEntitiesFor(type), ...orderServiceEntities],
     // The SDK's migrations and yours in one list; they record themselves in one table.
     migrations: [...rocketMqTxMigrations, ...orderServiceMigrations],
     migrationsTableName: 'rocketmq_tx_migrations',
     poolSize: options.poolSize ?? 10,
-    connectTimeout: 5000,
+    ...(type === 'postgres' ? { connectTimeoutMS: 5000 } : { connectTimeout: 5000 }),
     subscribers: options.subscribers ?? [],
     logging: false,
   });
@@ -72,15 +98,33 @@ export async function migrate(dataSource: DataSource): Promise<string[]> {
   const runner = dataSource.createQueryRunner();
   await runner.connect();
   try {
-    const [lock] = await runner.query("SELECT GET_LOCK('order_service_migrations', 60) AS locked");
-    if (Number(lock.locked) !== 1) throw new Error('could not take the migration lock within 60 s');
+    const pg = dataSource.options.type === 'postgres';
+    // A session lock: GET_LOCK (MySQL/MariaDB) or an advisory lock (PostgreSQL; any constant key).
+    const [lock] = await runner.query(
+      pg
+        ? 'SELECT pg_advisory_lock(7264211) AS locked'
+        : "SELECT GET_LOCK('order_service_migrations', 60) AS locked",
+    );
+    if (!pg && Number(lock.locked) !== 1) throw new Error('could not take the migration lock within 60 s');
     try {
       const ran = await dataSource.runMigrations({ transaction: 'none' });
       return ran.map((m) => m.name);
     } finally {
-      await runner.query("SELECT RELEASE_LOCK('order_service_migrations')");
+      await runner.query(
+        pg ? 'SELECT pg_advisory_unlock(7264211)' : "SELECT RELEASE_LOCK('order_service_migrations')",
+      );
     }
   } finally {
     await runner.release();
   }
+}
+
+/** The rows of the sample's own query (see run). */
+// eslint-disable-next-line @typescript-eslint/no-explicit-any
+export async function select<Row = any>(
+  dataSource: DataSource,
+  text: string,
+  params: unknown[] = [],
+): Promise<Row[]> {
+  return (await run<Row>(dataSource, text, params)).rows;
 }

@@ -23,7 +23,7 @@ export class ShopOrder {
   @Column({ name: 'tx_id', type: 'char', length: 36 })
   txId!: string;
 
-  @Column({ name: 'created_at', type: 'datetime', precision: 3, default: () => 'CURRENT_TIMESTAMP(3)' })
+  @Column({ name: 'created_at', type: Date, precision: 3, default: () => 'CURRENT_TIMESTAMP(3)' })
   createdAt!: Date;
 }
 
@@ -59,7 +59,7 @@ export class Reservation {
   @Column({ name: 'event_id', type: 'char', length: 36, unique: true })
   eventId!: string;
 
-  @Column({ name: 'reserved_at', type: 'datetime', precision: 3, default: () => 'CURRENT_TIMESTAMP(3)' })
+  @Column({ name: 'reserved_at', type: Date, precision: 3, default: () => 'CURRENT_TIMESTAMP(3)' })
   reservedAt!: Date;
 }
 

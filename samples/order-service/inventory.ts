@@ -6,7 +6,7 @@
 import type { DataSource } from 'typeorm';
 import { IdempotentConsumer, on, type ConsumeOutcome, type Logger, type Subscription } from '../../src'; // 'rocketmq-tx'
 import { OrderPlaced } from './contract';
-import { Reservation } from './entities';
+import { Reservation, Stock } from './entities';
 
 export interface InventoryConsumerOptions {
   endpoints: string;
@@ -19,11 +19,13 @@ export interface InventoryConsumerOptions {
 
 export const reserveStock = on(OrderPlaced, async (event, { manager }) => {
   const { orderId, sku, qty } = event.data;
-  const result: { affectedRows?: number } = await manager.query(
-    'UPDATE inventory_stock SET available = available - ?, reserved = reserved + ? WHERE sku = ? AND available >= ?',
-    [qty, qty, sku, qty],
-  );
-  const status = result.affectedRows === 1 ? 'RESERVED' : 'OUT_OF_STOCK';
+  const result = await manager
+    .createQueryBuilder()
+    .update(Stock)
+    .set({ available: () => 'available - :qty', reserved: () => 'reserved + :qty' })
+    .where('sku = :sku AND available >= :qty', { sku, qty })
+    .execute();
+  const status = result.affected === 1 ? 'RESERVED' : 'OUT_OF_STOCK';
   await manager.insert(Reservation, { orderId, sku, qty, status, eventId: event.eventId });
 });
 

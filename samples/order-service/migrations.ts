@@ -6,6 +6,8 @@ export class CreateOrderServiceTables1764720000000 implements MigrationInterface
 
   async up(queryRunner: QueryRunner): Promise<void> {
     const now = 'CURRENT_TIMESTAMP(3)';
+    // TypeORM maps the entities' Date columns to datetime (MySQL/MariaDB) and timestamp (PostgreSQL).
+    const ts = queryRunner.connection.options.type === 'postgres' ? 'timestamp' : 'datetime';
     await queryRunner.createTable(
       new Table({
         name: 'shop_order',
@@ -16,7 +18,7 @@ export class CreateOrderServiceTables1764720000000 implements MigrationInterface
           { name: 'qty', type: 'int' },
           { name: 'channel', type: 'varchar', length: '16' },
           { name: 'tx_id', type: 'char', length: '36' },
-          { name: 'created_at', type: 'datetime', precision: 3, default: now },
+          { name: 'created_at', type: ts, precision: 3, default: now },
         ],
         indices: [
           { name: 'idx_shop_order_tx', columnNames: ['tx_id'] },
@@ -45,7 +47,7 @@ export class CreateOrderServiceTables1764720000000 implements MigrationInterface
           { name: 'qty', type: 'int' },
           { name: 'status', type: 'varchar', length: '16' },
           { name: 'event_id', type: 'char', length: '36', isUnique: true },
-          { name: 'reserved_at', type: 'datetime', precision: 3, default: now },
+          { name: 'reserved_at', type: ts, precision: 3, default: now },
         ],
       }),
       true,

@@ -93,11 +93,7 @@ export class OrderService {
 
 /** Reads the order just written (same transaction) with the customer's others; throws past the limit. */
 async function checkCredit(manager: EntityManager, order: PlaceOrder, txId: string, eventId: string) {
-  const rows: Array<{ units: string | number | null }> = await manager.query(
-    'SELECT SUM(qty) AS units FROM shop_order WHERE customer = ?',
-    [order.customer],
-  );
-  const units = Number(rows[0]?.units ?? 0);
+  const units = Number((await manager.sum(ShopOrder, 'qty', { customer: order.customer })) ?? 0);
   if (units > CREDIT_LIMIT_UNITS) {
     throw new OrderRejectedError(
       `credit limit: customer ${order.customer} would have ${units} units on order (limit ${CREDIT_LIMIT_UNITS})`,

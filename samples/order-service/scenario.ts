@@ -21,7 +21,7 @@ import {
   type RelayStats,
   type StatusReport,
 } from '../../src'; // 'rocketmq-tx'
-import { maskUrl, migrate, openDatabase } from './database';
+import { maskUrl, migrate, openDatabase, run, select } from './database';
 import { createInventoryConsumer } from './inventory';
 import { OrderRejectedError, OrderService, CREDIT_LIMIT_UNITS, type PlaceOrder } from './orderService';
 
@@ -154,7 +154,7 @@ export async function runScenario(options: ScenarioOptions): Promise<ScenarioRep
     const ran = await migrate(ds);
     log(ran.length > 0 ? `migrations run: ${ran.join(', ')}` : 'migrations: up to date');
     for (const sku of skus) {
-      await ds.query('INSERT INTO inventory_stock (sku, available, reserved) VALUES (?, ?, 0)', [
+      await select(ds, 'INSERT INTO inventory_stock (sku, available, reserved) VALUES (?, ?, 0)', [
         sku,
         INITIAL_STOCK,
       ]);
@@ -260,7 +260,8 @@ export async function runScenario(options: ScenarioOptions): Promise<ScenarioRep
         child.kill();
         const killedAt = Date.now();
         await child.exited;
-        const [row] = await ds.query(
+        const [row] = await select(
+          ds,
           `SELECT t.status, t.resolved_by, o.event_id, o.status AS outbox_status
              FROM tx_record t LEFT JOIN outbox_event o ON o.tx_id = t.tx_id WHERE t.tx_id = ?`,
           [txId],
@@ -336,12 +337,13 @@ export async function runScenario(options: ScenarioOptions): Promise<ScenarioRep
       const unsent = await undelivered(ds, placedAt);
       if (dupTarget && resentAt === undefined && done.has(dupTarget.eventId)) {
         // As if the relay died after its send and before it marked the row: the row goes again.
-        const res: { affectedRows?: number } = await ds.query(
+        const res = await run(
+          ds,
           `UPDATE outbox_event SET status = 'NEW', next_attempt_at = CURRENT_TIMESTAMP(3)
             WHERE event_id = ? AND status = 'SENT'`,
           [dupTarget.eventId],
         );
-        if (res.affectedRows === 1) {
+        if (res.affected === 1) {
           resentAt = Date.now();
           forcedDuplicate = dupTarget.eventId;
           log(
@@ -570,7 +572,8 @@ async function undelivered(
 ): Promise<{ count: number; oldestMs: number }> {
   const ids = [...placedAt.keys()];
   if (ids.length === 0) return { count: 0, oldestMs: 0 };
-  const rows: Array<{ event_id: string }> = await ds.query(
+  const rows: Array<{ event_id: string }> = await select(
+    ds,
     `SELECT event_id FROM outbox_event WHERE status = 'SENT' AND event_id IN (${ids.map(() => '?').join(', ')})`,
     ids,
   );
@@ -606,7 +609,8 @@ export async function selfCheck(
 
 /** NEW or IN_FLIGHT rows on these topics that are not this run's (left by earlier, interrupted runs). */
 async function olderUndelivered(ds: DataSource, topics: string[], runEventIds: string[]): Promise<number> {
-  const [row] = await ds.query(
+  const [row] = await select(
+    ds,
     `SELECT COUNT(*) AS n FROM outbox_event
       WHERE status IN ('NEW', 'IN_FLIGHT') AND topic IN (${topics.map(() => '?').join(', ')})
         AND event_id NOT IN (${runEventIds.map(() => '?').join(', ')})`,
@@ -639,18 +643,20 @@ async function inspect(
   const orderIds = q.expected.map((p) => p.orderId);
   const eventIds = q.expected.map((p) => p.eventId);
   const rejectedIds = q.rejected.map((p) => p.orderId);
-  const n = async (sql: string, params: unknown[]) => Number((await ds.query(sql, params))[0].n);
+  const n = async (sql: string, params: unknown[]) => Number((await select(ds, sql, params))[0].n);
   const reservations = (
-    await ds.query(
+    await select<Record<string, unknown>>(
+      ds,
       `SELECT order_id, sku, qty, status, event_id FROM inventory_reservation WHERE order_id IN (${list(orderIds.length)})`,
       orderIds,
     )
-  ).map((r: Record<string, unknown>) => ({ ...r, qty: Number(r.qty) }));
-  const stockRows: Array<{ sku: string; available: number; reserved: number }> = await ds.query(
+  ).map((r) => ({ ...r, qty: Number(r.qty) }) as DbFacts['reservations'][number]);
+  const stockRows: Array<{ sku: string; available: number; reserved: number }> = await select(
+    ds,
     `SELECT sku, available, reserved FROM inventory_stock WHERE sku IN (${list(q.skus.length)})`,
     q.skus,
   );
-  const [crashTx] = await ds.query('SELECT status, resolved_by FROM tx_record WHERE tx_id = ?', [
+  const [crashTx] = await select(ds, 'SELECT status, resolved_by FROM tx_record WHERE tx_id = ?', [
     q.crashTxId,
   ]);
   return {

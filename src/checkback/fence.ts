@@ -175,7 +175,7 @@ export class TxRecordResolver implements CheckBackResolver {
     return this.resolveDecision(message).then((d) => d.resolution);
   }
 
-  /** Like resolve(), and says how the answer was decided (CheckBackOutcome.decidedBy, metrics). */
+  /** @internal Like resolve(), and says how the answer was decided (CheckBackOutcome.decidedBy, metrics). */
   resolveDecision(message: CheckBackMessage): Promise<DecidedResolution> {
     const { producerGroup } = this.options;
     const owner = ownership(message, producerGroup);

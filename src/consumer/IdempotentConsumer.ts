@@ -77,6 +77,9 @@ export class IdempotentConsumer {
     receiveFailures: 0,
   };
 
+  constructor(options: IdempotentConsumerOptions);
+  /** @internal */
+  constructor(options: IdempotentConsumerOptions, internals?: ConsumerInternals);
   constructor(options: IdempotentConsumerOptions, internals: ConsumerInternals = {}) {
     this.options = resolveConsumerOptions(options);
     const o = this.options;
@@ -136,6 +139,7 @@ export class IdempotentConsumer {
   }
 
   /** @internal Used by RocketMqTxMetrics.attach. */
+  /** @internal */
   [ATTACH_OBSERVER](observer: TxObserver): () => void {
     return this.observers.add(observer);
   }

@@ -1,14 +1,11 @@
 import type { DataSource } from 'typeorm';
 import type { Counter, Gauge, Histogram, Registry } from 'prom-client';
 import { InvalidOptionError } from '../errors';
-import { IdempotentConsumer } from '../consumer/IdempotentConsumer';
-import { TransactionalProducer } from '../producer/TransactionalProducer';
-import { OutboxRelay } from '../relay/OutboxRelay';
 import { requireDataSource } from '../util/clientOptions';
 import { errorFields, noopLogger, type Logger } from '../util/logger';
 import { withTimeout } from '../util/time';
 import { optionalFunctionsOf, optionalInt, rejectUnknownKeys, requireObject } from '../util/validate';
-import { ATTACH_OBSERVER, type TxObserver } from './observer';
+import { ATTACH_OBSERVER, isObservable, type ObservableComponent, type TxObserver } from './observer';
 import { requirePromClient } from './optional';
 import { collectStatus, nameList, type ResolvedStatusOptions, type StatusReport } from './status';
 
@@ -48,9 +45,6 @@ export interface RocketMqTxMetricsOptions {
   /** pino-shaped; warns when a status snapshot fails. */
   logger?: Logger;
 }
-
-/** A component RocketMqTxMetrics can observe. */
-export type ObservableComponent = TransactionalProducer | OutboxRelay | IdempotentConsumer;
 
 const DEFAULT_DURATION_BUCKETS = [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30];
 const DEFAULT_LAG_BUCKETS = [0.01, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300, 900, 3600];
@@ -254,11 +248,7 @@ export class RocketMqTxMetrics {
    * start). Attaching the same component again is a no-op. Returns the function that detaches it.
    */
   attach(component: ObservableComponent): () => void {
-    if (!(
-      component instanceof TransactionalProducer ||
-      component instanceof OutboxRelay ||
-      component instanceof IdempotentConsumer
-    )) {
+    if (!isObservable(component)) {
       throw new InvalidOptionError(
         'component',
         component,

@@ -56,8 +56,34 @@ export interface TxEvents {
 /** Any subset of the hooks. */
 export type TxObserver = { readonly [K in keyof TxEvents]?: (event: TxEvents[K]) => void };
 
-/** The method by which RocketMqTxMetrics attaches an observer to a component (not public API). */
+/**
+ * The method by which RocketMqTxMetrics attaches an observer to a component (not public API).
+ * @internal
+ */
 export const ATTACH_OBSERVER: unique symbol = Symbol('rocketmq-tx.attachObserver');
+
+/**
+ * A component RocketMqTxMetrics can observe: a TransactionalProducer, OutboxRelay or
+ * IdempotentConsumer. Each registers itself by implementing the internal attach method, so
+ * observability depends on this interface, not on the component classes.
+ */
+export interface ObservableComponent {
+  /** Starts the component (observers may be attached before or after). */
+  start(): Promise<void>;
+  /** Stops the component; attached observers stay attached. */
+  shutdown(): Promise<void>;
+  /** @internal */
+  [ATTACH_OBSERVER](observer: TxObserver): () => void;
+}
+
+/** Whether `value` is a component that accepts observers (any other object is refused). */
+export function isObservable(value: unknown): value is ObservableComponent {
+  return (
+    typeof value === 'object' &&
+    value !== null &&
+    typeof (value as Partial<ObservableComponent>)[ATTACH_OBSERVER] === 'function'
+  );
+}
 
 /** A component's observers. An observer that throws is ignored: metrics never break delivery. */
 export class Observers {

@@ -12,7 +12,7 @@ import { gatewayConfig, type BrokerGateway, type GatewayConfig, type HalfMessage
 import { RocketMqGateway } from '../broker/RocketMqGateway';
 import { CheckBackDispatcher, type CheckBackStats } from '../checkback/CheckBackDispatcher';
 import { TxRecordResolver } from '../checkback/fence';
-import type { NewOutboxEvent, OutboxInitialStatus, OutboxStore, TxRecordStore } from '../store/ports';
+import type { OutboxInitialStatus, OutboxStore, TxRecordStore } from '../store/ports';
 import { storesFor } from '../store';
 import { abandonTransaction } from '../store/typeorm/statements';
 import { toStoreError } from '../store/typeorm/storeError';
@@ -26,8 +26,8 @@ import {
   type TxObserver,
 } from '../observability/observer';
 import { DiscardRecovery, type DiscardRecoveryStats } from '../relay/DiscardRecovery';
-import { ConfirmationBatcher } from './ConfirmationBatcher';
-import { prepareEvents, type PreparedEvent, type TransactEvent } from './events';
+import { ConfirmationBatcher } from '../util/ConfirmationBatcher';
+import { outboxRows, prepareEvents, type PreparedEvent, type TransactEvent } from '../outbox/events';
 import {
   resolveDeliveryMode,
   resolveProducerOptions,
@@ -111,6 +111,9 @@ export class TransactionalProducer {
     outboxFallbacks: 0,
   };
 
+  constructor(options: TransactionalProducerOptions);
+  /** @internal */
+  constructor(options: TransactionalProducerOptions, internals?: ProducerInternals);
   constructor(options: TransactionalProducerOptions, internals: ProducerInternals = {}) {
     this.options = resolveProducerOptions(options);
     const o = this.options;
@@ -200,6 +203,7 @@ export class TransactionalProducer {
   }
 
   /** @internal Used by RocketMqTxMetrics.attach. */
+  /** @internal */
   [ATTACH_OBSERVER](observer: TxObserver): () => void {
     return this.observers.add(observer);
   }
@@ -453,33 +457,4 @@ export class TransactionalProducer {
   shutdown(): Promise<void> {
     return this.lifecycle.shutdown();
   }
-}
-
-/** The snapshot of each event, as the relay needs it to rebuild the exact message. */
-export function outboxRows(
-  txId: string,
-  prepared: PreparedEvent[],
-  status: OutboxInitialStatus,
-): NewOutboxEvent[] {
-  return prepared.map(({ eventId, message, envelope }) => ({
-    eventId,
-    txId,
-    topic: message.topic,
-    ...(message.tag !== undefined ? { tag: message.tag } : {}),
-    keys: message.keys,
-    properties: message.properties,
-    body: message.body,
-    ...(envelope
-      ? {
-          aggregateType: envelope.aggregateType,
-          aggregateId: envelope.aggregateId,
-          aggregateVersion: envelope.aggregateVersion,
-          eventType: envelope.eventType,
-          eventVersion: envelope.eventVersion,
-          occurredAt: new Date(envelope.occurredAt),
-          ...(envelope.traceId ? { traceId: envelope.traceId } : {}),
-        }
-      : {}),
-    status,
-  }));
 }

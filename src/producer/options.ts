@@ -7,6 +7,7 @@ import {
   type ResolvedConnection,
 } from '../util/clientOptions';
 import { InvalidOptionError } from '../errors';
+import { MAX_MESSAGE_BYTES } from '../outbox/events';
 import type { CheckBackResolver } from '../checkback/resolution';
 import type { CheckBackOutcome, ResolverScope } from '../checkback/CheckBackDispatcher';
 import type { DiscardRecoverySettings } from '../relay/DiscardRecovery';
@@ -127,8 +128,6 @@ const CHECK_BACK_KNOWN = [
   'lockWaitTimeoutMs',
   'onResolved',
 ] as const;
-
-export const MAX_MESSAGE_BYTES = 4 * 1024 * 1024;
 
 export function resolveProducerOptions(input: unknown): ResolvedProducerOptions {
   const o = requireObject('options', input);

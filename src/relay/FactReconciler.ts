@@ -1,7 +1,6 @@
 import { InvalidMessageError, InvalidOptionError } from '../errors';
 import { notInitialized } from '../util/clientOptions';
-import { prepareEvents } from '../producer/events';
-import { outboxRows } from '../producer/TransactionalProducer';
+import { outboxRows, prepareEvents } from '../outbox/events';
 import type { NewOutboxEvent } from '../store/ports';
 import { TypeOrmFactStore, type FactEventRow } from '../store/typeorm/outboxFacts';
 import { dialectFor } from '../store/typeorm/dialect';

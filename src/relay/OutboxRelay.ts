@@ -4,7 +4,7 @@ import { gatewayConfig, type BrokerGateway, type GatewayConfig } from '../broker
 import { RocketMqGateway } from '../broker/RocketMqGateway';
 import type { ClaimedOutboxEvent, OutboxStore, TxStatusReader } from '../store/ports';
 import { answerFromRecord } from './readOnlyCheckBack';
-import { ConfirmationBatcher } from '../producer/ConfirmationBatcher';
+import { ConfirmationBatcher } from '../util/ConfirmationBatcher';
 import { EVENT_ID_PROPERTY, TransactionResolution } from '../checkback/resolution';
 import { storesFor } from '../store';
 import { toStoreError } from '../store/typeorm/storeError';
@@ -64,6 +64,9 @@ export class OutboxRelay {
   private readonly observers = new Observers();
   private readonly confirmations: ConfirmationBatcher;
 
+  constructor(options: OutboxRelayOptions);
+  /** @internal */
+  constructor(options: OutboxRelayOptions, internals?: RelayInternals);
   constructor(options: OutboxRelayOptions, internals: RelayInternals = {}) {
     this.options = resolveRelayOptions(options);
     const o = this.options;
@@ -104,6 +107,7 @@ export class OutboxRelay {
   }
 
   /** @internal Used by RocketMqTxMetrics.attach. */
+  /** @internal */
   [ATTACH_OBSERVER](observer: TxObserver): () => void {
     return this.observers.add(observer);
   }

@@ -106,6 +106,9 @@ export class Retention {
   private readonly internals: RetentionInternals;
   private readonly store: TypeOrmRetentionStore;
 
+  constructor(options: RetentionOptions);
+  /** @internal */
+  constructor(options: RetentionOptions, internals?: RetentionInternals);
   constructor(options: RetentionOptions, internals: RetentionInternals = {}) {
     this.internals = internals;
     const raw = requireObject('options', options);

@@ -1,7 +1,6 @@
 import type { DataSource } from 'typeorm';
 import { InvalidOptionError } from '../errors';
-import type { EnvelopeEvent } from '../producer/events';
-import { MAX_MESSAGE_BYTES } from '../producer/options';
+import { MAX_MESSAGE_BYTES, type EnvelopeEvent } from '../outbox/events';
 import { requireDataSource, requireResourceName } from '../util/clientOptions';
 import { noopLogger, type Logger } from '../util/logger';
 import {

@@ -15,7 +15,6 @@ import {
 
 /** Validators shared by every component that talks to the proxy and the database. */
 
-const ENDPOINTS_RE = /^[A-Za-z0-9.-]+(:\d{1,5})?(;[A-Za-z0-9.-]+(:\d{1,5})?)*$/;
 /** RocketMQ topic and group names: letters, digits, %, -, _ ; at most 127 characters. */
 export const RESOURCE_NAME_RE = /^[%A-Za-z0-9_-]{1,127}$/;
 export const RESOURCE_NAME_RULE = 'a name of 1-127 letters, digits, "_", "-" or "%"';
@@ -118,12 +117,7 @@ function requirePemCertificates(option: string, shown: unknown, pem: Buffer): Bu
   return pem;
 }
 
-export function requireEndpoints(value: unknown): string {
-  return requireString('endpoints', value, {
-    pattern: ENDPOINTS_RE,
-    describe: '"host:port" or "host1:port;host2:port"',
-  });
-}
+export { requireEndpoints } from './validate';
 
 export function requireDataSource(value: unknown): DataSource {
   if (

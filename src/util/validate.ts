@@ -92,3 +92,25 @@ export function optionalFunctionsOf<T>(
   }
   return value as T;
 }
+
+const ENDPOINTS_RULE = '"host:port" or "host1:port;host2:port"';
+const ENDPOINT_RE = /^[A-Za-z0-9.-]+(?::([^:]*))?$/;
+const PORT_RE = /^\d{1,5}$/;
+
+/** RocketMQ proxy endpoints: "host:port" or "host1:port;host2:port", every port from 1 to 65535. */
+export function requireEndpoints(value: unknown, option = 'endpoints'): string {
+  const endpoints = requireString(option, value, { describe: ENDPOINTS_RULE });
+  for (const endpoint of endpoints.split(';')) {
+    const match = ENDPOINT_RE.exec(endpoint);
+    if (!match) throw new InvalidOptionError(option, value, ENDPOINTS_RULE);
+    const port = match[1];
+    if (port !== undefined && !(PORT_RE.test(port) && Number(port) >= 1 && Number(port) <= 65535)) {
+      throw new InvalidOptionError(
+        option,
+        value,
+        `${ENDPOINTS_RULE} with ports from 1 to 65535 (port "${port}" of "${endpoint}" is not)`,
+      );
+    }
+  }
+  return endpoints;
+}

@@ -25,8 +25,7 @@ import {
 } from '../../src';
 import type { CommandContext } from '../../src/cli/args';
 import { main } from '../../src/cli/main';
-import { prepareEvents } from '../../src/producer/events';
-import { outboxRows } from '../../src/producer/TransactionalProducer';
+import { outboxRows, prepareEvents } from '../../src/outbox/events';
 import { DB_URL, ENDPOINTS, waitFor } from '../helpers/env';
 import { makeProducer } from '../helpers/producer';
 import { makeRelay } from '../helpers/relay';

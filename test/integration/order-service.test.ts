@@ -4,7 +4,7 @@
  * must catch a wrong number.
  */
 import type { DataSource } from 'typeorm';
-import { openDatabase } from '../../samples/order-service/database';
+import { openDatabase, select } from '../../samples/order-service/database';
 import {
   formatSummary,
   runScenario,
@@ -62,19 +62,21 @@ describe('samples/order-service scenario (npm run demo) against the real broker 
   it('leaves the database in the state the scenario promises (checked here without the self-check)', async () => {
     const prefix = `o-${report.runId}-%`;
     const committed = CHECKOUT + IMPORT + 1;
-    const [orders] = await ds.query('SELECT COUNT(*) AS n FROM shop_order WHERE id LIKE ?', [prefix]);
+    const [orders] = await select(ds, 'SELECT COUNT(*) AS n FROM shop_order WHERE id LIKE ?', [prefix]);
     expect(Number(orders.n)).toBe(committed);
-    const reservations: Array<{ order_id: string; qty: number }> = await ds.query(
+    const reservations: Array<{ order_id: string; qty: number }> = await select(
+      ds,
       'SELECT order_id, qty FROM inventory_reservation WHERE order_id LIKE ?',
       [prefix],
     );
     expect(reservations).toHaveLength(committed);
     // one reservation per committed order, none for a rolled-back one
-    const orderIds: Array<{ id: string }> = await ds.query('SELECT id FROM shop_order WHERE id LIKE ?', [
+    const orderIds: Array<{ id: string }> = await select(ds, 'SELECT id FROM shop_order WHERE id LIKE ?', [
       prefix,
     ]);
     expect(reservations.map((r) => r.order_id).sort()).toEqual(orderIds.map((o) => o.id).sort());
-    const [stock] = await ds.query(
+    const [stock] = await select(
+      ds,
       'SELECT SUM(reserved) AS reserved, SUM(available) AS available FROM inventory_stock WHERE sku LIKE ?',
       [`%-${report.runId}`],
     );
@@ -82,7 +84,7 @@ describe('samples/order-service scenario (npm run demo) against the real broker 
     expect(Number(stock.reserved)).toBe(units);
     expect(Number(stock.available)).toBe(200 - units);
     // the crashed producer's transaction: committed by it, delivered after a survivor's check-back
-    const [crashTx] = await ds.query('SELECT status, resolved_by FROM tx_record WHERE tx_id = ?', [
+    const [crashTx] = await select(ds, 'SELECT status, resolved_by FROM tx_record WHERE tx_id = ?', [
       report.crash.txId,
     ]);
     expect(crashTx).toMatchObject({ status: 'COMMITTED', resolved_by: 'PRODUCER' });
@@ -95,7 +97,8 @@ describe('samples/order-service scenario (npm run demo) against the real broker 
 
   it('names a wrong number: a reservation applied twice makes the self-check fail', async () => {
     const order = report.facts.committed[0]!;
-    await ds.query(
+    await select(
+      ds,
       'UPDATE inventory_stock SET reserved = reserved + ?, available = available - ? WHERE sku = ?',
       [order.qty, order.qty, order.sku],
     );
@@ -104,7 +107,8 @@ describe('samples/order-service scenario (npm run demo) against the real broker 
       expect(failures).toHaveLength(1);
       expect(failures[0]).toMatch(/^stock reserved \(units\): expected/);
     } finally {
-      await ds.query(
+      await select(
+        ds,
         'UPDATE inventory_stock SET reserved = reserved - ?, available = available + ? WHERE sku = ?',
         [order.qty, order.qty, order.sku],
       );

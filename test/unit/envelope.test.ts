@@ -1,5 +1,5 @@
 import { createEnvelope, defineEvent, InvalidMessageError, parseEnvelope } from '../../src';
-import { prepareEvents } from '../../src/producer/events';
+import { prepareEvents } from '../../src/outbox/events';
 
 const rules = { topics: ['t'], maxMessageBytes: 4 * 1024 * 1024, producerGroup: 'pg' };
 const OrderPlaced = defineEvent<{ orderId: string; lines: Array<{ sku: string }> }>({

@@ -1,5 +1,5 @@
 import { InvalidMessageError } from '../../src';
-import { prepareEvents } from '../../src/producer/events';
+import { prepareEvents } from '../../src/outbox/events';
 
 const rules = { topics: ['orders_tx'], maxMessageBytes: 1024, producerGroup: 'orders' };
 const TX = '0192f1a4-0000-7000-8000-000000000000';

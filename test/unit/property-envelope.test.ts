@@ -19,7 +19,7 @@ import {
   MAX_USER_PROPERTY_BYTES,
   SDK_PROPERTIES,
   prepareEvents,
-} from '../../src/producer/events';
+} from '../../src/outbox/events';
 import { isUuid, uuidv7 } from '../../src/util/uuidv7';
 
 const RUNS = Number(process.env.PROPERTY_RUNS ?? 2000);

@@ -18,6 +18,7 @@ import {
   type Envelope,
 } from '../envelope/envelope';
 import { traceProperties } from '../observability/tracing';
+import type { NewOutboxEvent, OutboxInitialStatus } from '../store/ports';
 
 /** One event of a transaction. `body` is snapshotted (serialized) when transact is called. */
 export interface BodyEvent {
@@ -55,6 +56,8 @@ export interface PreparedEvent {
   envelope?: Envelope;
 }
 
+/** The upper bound (and default) of the producer's and reconciler's `maxMessageBytes`. */
+export const MAX_MESSAGE_BYTES = 4 * 1024 * 1024;
 export const MAX_EVENTS_PER_TRANSACTION = 64;
 export const MAX_KEYS = 32;
 export const MAX_KEY_LENGTH = 128;
@@ -297,4 +300,33 @@ function serializeBody(value: unknown, path: string): Buffer {
   }
   if (json === undefined) throw new InvalidMessageError(path, value, 'a JSON-serializable value');
   return Buffer.from(json, 'utf8');
+}
+
+/** The snapshot of each event, as the relay needs it to rebuild the exact message. */
+export function outboxRows(
+  txId: string,
+  prepared: PreparedEvent[],
+  status: OutboxInitialStatus,
+): NewOutboxEvent[] {
+  return prepared.map(({ eventId, message, envelope }) => ({
+    eventId,
+    txId,
+    topic: message.topic,
+    ...(message.tag !== undefined ? { tag: message.tag } : {}),
+    keys: message.keys,
+    properties: message.properties,
+    body: message.body,
+    ...(envelope
+      ? {
+          aggregateType: envelope.aggregateType,
+          aggregateId: envelope.aggregateId,
+          aggregateVersion: envelope.aggregateVersion,
+          eventType: envelope.eventType,
+          eventVersion: envelope.eventVersion,
+          occurredAt: new Date(envelope.occurredAt),
+          ...(envelope.traceId ? { traceId: envelope.traceId } : {}),
+        }
+      : {}),
+    status,
+  }));
 }

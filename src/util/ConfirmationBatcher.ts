@@ -1,4 +1,4 @@
-import { errorFields, type Logger } from '../util/logger';
+import { errorFields, type Logger } from './logger';
 
 /**
  * Collects txIds whose broker commit was acknowledged and records them in batches, off the
