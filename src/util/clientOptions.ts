@@ -9,6 +9,7 @@ import {
   optionalInt,
   optionalString,
   rejectUnknownKeys,
+  requireEndpoints,
   requireObject,
   requireString,
 } from './validate';
@@ -117,7 +118,7 @@ function requirePemCertificates(option: string, shown: unknown, pem: Buffer): Bu
   return pem;
 }
 
-export { requireEndpoints } from './validate';
+export { requireEndpoints };
 
 export function requireDataSource(value: unknown): DataSource {
   if (
