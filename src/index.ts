@@ -27,6 +27,7 @@ export type { ConnectionOptions } from './util/clientOptions';
 export { retryDelay, type RetryPolicy, type RetryOptions } from './util/retryPolicy';
 export type { RelayOutcome } from './relay/outcome';
 export type { TransactionOutcome } from './producer/outcome';
+export type { TransactionOutcomeLabel } from './observability/observer';
 export {
   TransactionalProducer,
   type TransactResult,
