@@ -105,9 +105,9 @@ async function main() {
   // With arguments, run exactly what was asked; without, everything: the tests that stop or
   // restart the shared broker run alone, after the others.
   if (extra.length > 0) return runJest(['--maxWorkers=2', ...extra]);
-  const main = runJest(['--maxWorkers=2', '--selectProjects', 'unit', 'integration']);
-  // --forceExit: after a broker outage the client library's reconnect timers can outlive a failed
-  // test; a hang would cost CI its whole budget, a failure is reported either way.
+  const main = runJest(['--maxWorkers=2', '--forceExit', '--selectProjects', 'unit', 'integration']);
+  // --forceExit (here and below): after a broker outage the client library's reconnect timers can
+  // outlive a failed test; a hang would cost CI its whole budget, a failure is reported either way.
   const isolated = runJest([
     '--runInBand',
     '--forceExit',
@@ -123,6 +123,7 @@ async function main() {
   const postgres = runJest(
     [
       '--maxWorkers=2',
+      '--forceExit',
       '--selectProjects',
       'integration',
       '--testPathPattern',
