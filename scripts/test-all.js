@@ -10,7 +10,7 @@
 const path = require('node:path');
 const childProcess = require('node:child_process');
 const rocketmq = require('./rocketmq');
-const { runContract, postgresUrl } = require('./test-contract');
+const { runContract, postgresUrl, maskUrl } = require('./test-contract');
 
 /**
  * The component suites that run a second time on PostgreSQL with the real broker: producer,
@@ -34,16 +34,6 @@ const POSTGRES_COMPONENT_SUITES = [
 ];
 
 const DEFAULT_DB_URL = 'mysql://root@127.0.0.1:3306/test';
-
-function maskUrl(url) {
-  try {
-    const u = new (require('node:url').URL)(url);
-    if (u.password) u.password = '***';
-    return u.toString();
-  } catch {
-    return url.replace(/\/\/([^:/@]+):[^@]*@/, '//$1:***@');
-  }
-}
 
 async function checkDatabase(url) {
   if (/^postgres(ql)?:\/\//i.test(url)) {

@@ -113,7 +113,7 @@ function postgresUrl() {
   return urlFor(DATABASES.find((db) => db.name === 'PostgreSQL'));
 }
 
-module.exports = { runContract, postgresUrl };
+module.exports = { runContract, postgresUrl, maskUrl };
 
 if (require.main === module) {
   runContract(process.argv.slice(2)).then(

@@ -74,11 +74,8 @@ function mysqlAccessDenied(err: unknown): AccessDenied | undefined {
   return undefined;
 }
 
-// mysql2's socket-level codes, then the server's "too many connections", "server shutdown" and
-// MariaDB's "connection killed" (errno 1040, 1203, 1053, 1927).
-const CONNECTION_CODES = new Set([
-  'PROTOCOL_CONNECTION_LOST',
-  'PROTOCOL_SEQUENCE_TIMEOUT',
+// Node's socket-level codes, shared by both drivers.
+const SOCKET_CODES = new Set([
   'ECONNREFUSED',
   'ECONNRESET',
   'ETIMEDOUT',
@@ -86,6 +83,14 @@ const CONNECTION_CODES = new Set([
   'EHOSTUNREACH',
   'ENETUNREACH',
   'EAI_AGAIN',
+]);
+
+// mysql2's and Node's socket-level codes, then the server's "too many connections", "server
+// shutdown" and MariaDB's "connection killed" (errno 1040, 1203, 1053, 1927).
+const CONNECTION_CODES = new Set([
+  ...SOCKET_CODES,
+  'PROTOCOL_CONNECTION_LOST',
+  'PROTOCOL_SEQUENCE_TIMEOUT',
   'ER_CON_COUNT_ERROR',
   'ER_TOO_MANY_USER_CONNECTIONS',
   'ER_SERVER_SHUTDOWN',
@@ -120,17 +125,6 @@ export const mysqlDialect: Dialect = {
   },
   accessDenied: mysqlAccessDenied,
 };
-
-// Node's socket-level codes, shared by both drivers.
-const SOCKET_CODES = new Set([
-  'ECONNREFUSED',
-  'ECONNRESET',
-  'ETIMEDOUT',
-  'EPIPE',
-  'EHOSTUNREACH',
-  'ENETUNREACH',
-  'EAI_AGAIN',
-]);
 
 // PostgreSQL SQLSTATEs (https://www.postgresql.org/docs/15/errcodes-appendix.html).
 // Class 08 (connection exception), 57P01-57P03 (admin/crash shutdown, cannot connect now),
