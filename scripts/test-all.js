@@ -10,19 +10,30 @@
 const path = require('node:path');
 const childProcess = require('node:child_process');
 const rocketmq = require('./rocketmq');
-const { runContract } = require('./test-contract');
+const { runContract, postgresUrl, maskUrl } = require('./test-contract');
+
+/**
+ * The component suites that run a second time on PostgreSQL with the real broker: producer,
+ * check-back and crash windows, relay and discard recovery, consumer, and the order-service
+ * scenario. (The operational suites use MariaDB users and grants; their statements run on
+ * PostgreSQL in the contract suite.)
+ */
+const POSTGRES_COMPONENT_SUITES = [
+  'producer',
+  'crash',
+  'checkback-db-outage',
+  'pool-hygiene',
+  'forged-properties',
+  'outbox',
+  'outbox-fallback',
+  'relay-discard',
+  'discard-recovery',
+  'consumer',
+  'consumer-crash',
+  'order-service',
+];
 
 const DEFAULT_DB_URL = 'mysql://root@127.0.0.1:3306/test';
-
-function maskUrl(url) {
-  try {
-    const u = new (require('node:url').URL)(url);
-    if (u.password) u.password = '***';
-    return u.toString();
-  } catch {
-    return url.replace(/\/\/([^:/@]+):[^@]*@/, '//$1:***@');
-  }
-}
 
 async function checkDatabase(url) {
   if (/^postgres(ql)?:\/\//i.test(url)) {
@@ -70,12 +81,12 @@ async function main() {
 
   const jestBin = require.resolve('jest/bin/jest');
   const extra = process.argv.slice(2);
-  const runJest = (args) => {
+  const runJest = (args, env = process.env) => {
     console.log(`[test] jest ${args.join(' ')}`);
     const res = childProcess.spawnSync(process.execPath, [jestBin, ...args], {
       stdio: 'inherit',
       cwd: path.resolve(__dirname, '..'),
-      env: process.env,
+      env,
     });
     if (res.error) throw res.error;
     return res.status ?? 1;
@@ -84,9 +95,9 @@ async function main() {
   // With arguments, run exactly what was asked; without, everything: the tests that stop or
   // restart the shared broker run alone, after the others.
   if (extra.length > 0) return runJest(['--maxWorkers=2', ...extra]);
-  const main = runJest(['--maxWorkers=2', '--selectProjects', 'unit', 'integration']);
-  // --forceExit: after a broker outage the client library's reconnect timers can outlive a failed
-  // test; a hang would cost CI its whole budget, a failure is reported either way.
+  const main = runJest(['--maxWorkers=2', '--forceExit', '--selectProjects', 'unit', 'integration']);
+  // --forceExit (here and below): after a broker outage the client library's reconnect timers can
+  // outlive a failed test; a hang would cost CI its whole budget, a failure is reported either way.
   const isolated = runJest([
     '--runInBand',
     '--forceExit',
@@ -96,7 +107,21 @@ async function main() {
   ]);
   // The store contract on every supported database, one after the other (each in band).
   const contract = await runContract();
-  return [main, isolated, contract].find((code) => code !== 0) ?? 0;
+  // The components again on PostgreSQL (the contract run above checked that it answers).
+  const pgUrl = postgresUrl();
+  console.log(`[test] component suites on PostgreSQL at ${maskUrl(pgUrl)}`);
+  const postgres = runJest(
+    [
+      '--maxWorkers=2',
+      '--forceExit',
+      '--selectProjects',
+      'integration',
+      '--testPathPattern',
+      `test/integration/(${POSTGRES_COMPONENT_SUITES.join('|')})\\.test\\.ts$`,
+    ],
+    { ...process.env, ROCKETMQ_TX_DB_URL: pgUrl },
+  );
+  return [main, isolated, contract, postgres].find((code) => code !== 0) ?? 0;
 }
 
 main().then(

@@ -108,7 +108,12 @@ async function runContract(extraJestArgs = []) {
   return results.every((r) => r.code === 0) ? 0 : 1;
 }
 
-module.exports = { runContract };
+/** The PostgreSQL URL the suites use (ROCKETMQ_TX_CONTRACT_POSTGRES_URL, a postgres:// ROCKETMQ_TX_DB_URL, or test). */
+function postgresUrl() {
+  return urlFor(DATABASES.find((db) => db.name === 'PostgreSQL'));
+}
+
+module.exports = { runContract, postgresUrl, maskUrl };
 
 if (require.main === module) {
   runContract(process.argv.slice(2)).then(

@@ -31,18 +31,41 @@ export class RocketMqTxError extends Error {
   }
 }
 
-/** A constructor option is missing, of the wrong type or out of range. Fix the configuration. */
+/** An integer option's inclusive bounds, when the rule is a range. */
+export interface AllowedRange {
+  min: number;
+  max: number;
+}
+
+/**
+ * A constructor option is missing, of the wrong type or out of range. Fix the configuration.
+ * Read `.option`, `.value`, `.allowed` (and `.range` for an integer range); never the message.
+ */
 export class InvalidOptionError extends RocketMqTxError {
   /** The option's path, e.g. `checkBack.concurrency` or `transactionTopics[0]`. */
   readonly option: string;
+  /**
+   * The value given, as given (`'(hidden)'` for a secret). Kept off the enumerable fields, so a
+   * logger that serializes the error prints the message's short rendering, never the value.
+   */
+  declare readonly value: unknown;
   /** What is allowed, e.g. `an integer from 1 to 64` (the message's text after "expected"). */
-  readonly expected: string;
-  constructor(option: string, value: unknown, expected: string) {
-    super('INVALID_OPTION', `Invalid option ${option}: got ${describeValue(value)}; expected ${expected}`, {
+  readonly allowed: string;
+  /** Set when the rule is an integer range. */
+  readonly range: AllowedRange | undefined;
+  constructor(option: string, value: unknown, allowed: string, range?: AllowedRange) {
+    super('INVALID_OPTION', `Invalid option ${option}: got ${describeValue(value)}; expected ${allowed}`, {
       retriable: false,
     });
     this.option = option;
-    this.expected = expected;
+    Object.defineProperty(this, 'value', { value, enumerable: false });
+    this.allowed = allowed;
+    this.range = range;
+  }
+
+  /** The same text as `allowed` (its first name, kept for compatibility). */
+  get expected(): string {
+    return this.allowed;
   }
 }
 
@@ -98,24 +121,54 @@ export class TransactionOutcomeUnknownError extends RocketMqTxError {
   }
 }
 
-/** start() has not completed, or shutdown() has begun. */
-export class ProducerNotRunningError extends RocketMqTxError {
-  constructor(message: string) {
-    super('PRODUCER_NOT_RUNNING', message, { retriable: false });
+/** The SDK components with a start()/shutdown() lifecycle. */
+export type Component = 'producer' | 'consumer' | 'relay';
+
+const NOT_RUNNING_CODE = {
+  producer: 'PRODUCER_NOT_RUNNING',
+  consumer: 'CONSUMER_NOT_RUNNING',
+  relay: 'RELAY_NOT_RUNNING',
+} as const satisfies Record<Component, ErrorCode>;
+
+/**
+ * A component was used before start() completed, or start() was called after shutdown() began
+ * (create a new instance then). `component` says which; `code` is `<COMPONENT>_NOT_RUNNING`.
+ * Each component throws its own subclass (ProducerNotRunningError, ...), so both
+ * `instanceof NotRunningError` and the older per-component checks work.
+ */
+export class NotRunningError extends RocketMqTxError {
+  readonly component: Component;
+  constructor(component: Component, message: string) {
+    super(NOT_RUNNING_CODE[component], message, { retriable: false });
+    this.component = component;
+  }
+
+  /** The component's own subclass. */
+  static of(component: Component, message: string): NotRunningError {
+    if (component === 'producer') return new ProducerNotRunningError(message);
+    if (component === 'consumer') return new ConsumerNotRunningError(message);
+    return new RelayNotRunningError(message);
   }
 }
 
-/** start() was called after shutdown(), or the consumer could not start. */
-export class ConsumerNotRunningError extends RocketMqTxError {
+/** NotRunningError of a TransactionalProducer (`PRODUCER_NOT_RUNNING`). */
+export class ProducerNotRunningError extends NotRunningError {
   constructor(message: string) {
-    super('CONSUMER_NOT_RUNNING', message, { retriable: false });
+    super('producer', message);
   }
 }
 
-/** start() was called after shutdown() (or while it runs). Create a new OutboxRelay. */
-export class RelayNotRunningError extends RocketMqTxError {
+/** NotRunningError of an IdempotentConsumer (`CONSUMER_NOT_RUNNING`). */
+export class ConsumerNotRunningError extends NotRunningError {
   constructor(message: string) {
-    super('RELAY_NOT_RUNNING', message, { retriable: false });
+    super('consumer', message);
+  }
+}
+
+/** NotRunningError of an OutboxRelay (`RELAY_NOT_RUNNING`). */
+export class RelayNotRunningError extends NotRunningError {
+  constructor(message: string) {
+    super('relay', message);
   }
 }
 

@@ -6,6 +6,7 @@ export {
   BrokerUnavailableError,
   TransactionFencedError,
   TransactionOutcomeUnknownError,
+  NotRunningError,
   ProducerNotRunningError,
   StoreError,
   StoreAccessDeniedError,
@@ -17,7 +18,16 @@ export {
   AuthorizationError,
   TlsError,
   type ErrorCode,
+  type Component,
+  type AllowedRange,
 } from './errors';
+// Lifecycle, connection and retry contracts shared by producer, consumer and relay.
+export type { LifecycleState } from './lifecycle/Lifecycle';
+export type { ConnectionOptions } from './util/clientOptions';
+export { retryDelay, type RetryPolicy, type RetryOptions } from './util/retryPolicy';
+export type { RelayOutcome } from './relay/outcome';
+export type { TransactionOutcome } from './producer/outcome';
+export type { TransactionOutcomeLabel } from './observability/observer';
 export {
   TransactionalProducer,
   type TransactResult,

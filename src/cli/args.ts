@@ -271,14 +271,10 @@ export class FlagBindings {
     const base = err.option.replace(/^options\./, '').replace(/\[\d+\]$/, '');
     const hit = this.bound.get(base);
     if (!hit) return undefined;
-    let allowed = err.expected;
-    if (hit.duration) {
-      allowed = allowed.replace(
-        /an integer from (\d+) to (\d+)/,
-        (_, a: string, b: string) => `a duration from ${formatMs(Number(a))} to ${formatMs(Number(b))}`,
-      );
-    }
-    allowed = allowed.replace(/options\.topics/g, 'the --topics');
+    const allowed =
+      hit.duration && err.range
+        ? `a duration from ${formatMs(err.range.min)} to ${formatMs(err.range.max)}`
+        : err.allowed;
     return invalid(hit.flag, hit.raw, allowed);
   }
 }

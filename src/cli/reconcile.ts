@@ -1,7 +1,7 @@
 import { existsSync } from 'node:fs';
 import { isAbsolute, resolve } from 'node:path';
 import { pathToFileURL } from 'node:url';
-import { InvalidOptionError } from '../errors';
+import { InvalidOptionError, describeValue } from '../errors';
 import { FactReconciler, type FactReconcilerOptions, type ReconcileReport } from '../index';
 import {
   boolFlag,
@@ -204,7 +204,7 @@ export const reconcileCommand: Command = {
         (MODULE_EXPORTS as readonly string[]).includes(err.option.replace(/\[\d+\]$/, ''))
       ) {
         throw new UsageError(
-          `invalid --facts module ${path}: export ${describeError(err).replace(/^Invalid option /, '')}`,
+          `invalid --facts module ${path}: export ${err.option}: got ${describeValue(err.value)}; expected ${err.allowed}`,
         );
       }
       throw err;

@@ -1,9 +1,9 @@
-import { ConsumerNotRunningError } from '../errors';
 import { notInitialized } from '../util/clientOptions';
+import { InFlight, Lifecycle, callHook } from '../lifecycle/Lifecycle';
+import { retryDelay } from '../util/retryPolicy';
 import type { ConsumerGateway, ConsumerGatewayConfig, InboundMessage } from '../broker/consumerGateway';
 import { RocketMqConsumerGateway } from '../broker/RocketMqConsumerGateway';
 import { errorFields, type Logger } from '../util/logger';
-import { withTimeout } from '../util/time';
 import type { InboxStore } from '../store/ports';
 import { MessageProcessor, type Decision } from './MessageProcessor';
 import {
@@ -41,8 +41,6 @@ export interface ConsumerInternals {
   store?: InboxStore;
 }
 
-type State = 'NEW' | 'STARTING' | 'RUNNING' | 'STOPPING' | 'STOPPED';
-
 const RECEIVE_FAILURE_BACKOFF_MS = 1000;
 const CONFLICT_RETRY_MS = 1000;
 const MAX_BATCH = 32;
@@ -59,11 +57,8 @@ export class IdempotentConsumer {
   private readonly store: InboxStore;
   private readonly slots: ReceiveSlots;
   private readonly logger: Logger;
-  private state: State = 'NEW';
-  private pending = 0;
-  private drained: (() => void) | undefined;
-  private startPromise: Promise<void> | undefined;
-  private shutdownPromise: Promise<void> | undefined;
+  private readonly lifecycle: Lifecycle;
+  private readonly handling = new InFlight();
   private readonly observers = new Observers();
   private readonly counters: ConsumerStats = {
     received: 0,
@@ -113,6 +108,34 @@ export class IdempotentConsumer {
       shutdownTimeoutMs: o.shutdownTimeoutMs,
     };
     this.gateway = (internals.gateway ?? ((c, l) => new RocketMqConsumerGateway(c, l)))(config, o.logger);
+    this.lifecycle = new Lifecycle(
+      {
+        component: 'consumer',
+        name: 'IdempotentConsumer',
+        shutdownTimeoutMs: o.shutdownTimeoutMs,
+        logger: o.logger,
+      },
+      {
+        precondition: () => (o.dataSource.isInitialized ? undefined : notInitialized()),
+        open: () => this.gateway.start(),
+        onRunning: () => {
+          // One receive loop per subscription, so a quiet topic's long poll does not delay another.
+          for (let i = 0; i < o.subscriptions.size; i++) void this.receiveLoop();
+          this.logger.info(
+            { consumerGroup: o.consumerGroup, topics: [...o.subscriptions.keys()] },
+            'idempotent consumer started',
+          );
+        },
+        onStopping: () => this.slots.close(),
+        drain: (deadline) =>
+          deadline.within(
+            this.handling.idle(),
+            'shutdown did not drain in time; unsettled messages will be redelivered',
+            () => ({ pending: this.handling.size }),
+          ),
+        close: () => this.gateway.shutdown(),
+      },
+    );
   }
 
   /** @internal Used by RocketMqTxMetrics.attach. */
@@ -121,78 +144,36 @@ export class IdempotentConsumer {
     return this.observers.add(observer);
   }
 
-  get stats(): Readonly<ConsumerStats> {
+  /** A snapshot of the counters (a copy: changing it changes nothing). */
+  get stats(): ConsumerStats {
     return { ...this.counters };
   }
 
-  /** Connects and starts receiving; bounded by startTimeoutMs. Safe to call more than once. */
+  /**
+   * Connects and starts receiving; bounded by startTimeoutMs. Safe to call more than once: every
+   * call gets the same promise. After shutdown() it rejects with ConsumerNotRunningError.
+   */
   start(): Promise<void> {
-    if (this.state === 'STOPPING' || this.state === 'STOPPED') {
-      return Promise.reject(
-        new ConsumerNotRunningError('IdempotentConsumer was shut down; create a new one'),
-      );
-    }
-    if (!this.startPromise) {
-      if (!this.options.dataSource.isInitialized) {
-        return Promise.reject(notInitialized());
-      }
-      this.state = 'STARTING';
-      this.startPromise = this.gateway.start().then(
-        () => {
-          if (this.state !== 'STARTING') return;
-          this.state = 'RUNNING';
-          // One receive loop per subscription, so a quiet topic's long poll does not delay another.
-          for (let i = 0; i < this.options.subscriptions.size; i++) void this.receiveLoop();
-          this.logger.info(
-            { consumerGroup: this.options.consumerGroup, topics: [...this.options.subscriptions.keys()] },
-            'idempotent consumer started',
-          );
-        },
-        (err: unknown) => {
-          this.state = 'NEW';
-          this.startPromise = undefined;
-          throw err;
-        },
-      );
-    }
-    return this.startPromise;
+    return this.lifecycle.start();
   }
 
   /**
-   * Stops receiving, lets in-flight handlers finish and settle (bounded by shutdownTimeoutMs),
-   * then closes the client. Never rejects. Messages of a long poll still open at that moment
-   * stay invisible for invisibleDurationMs and are then redelivered.
+   * Stops receiving, lets in-flight handlers finish and settle, then closes the client; all of it
+   * within one shutdownTimeoutMs budget. Every call gets the same promise. Never rejects.
+   * Messages of a long poll still open at that moment stay invisible for invisibleDurationMs and
+   * are then redelivered.
    */
   shutdown(): Promise<void> {
-    if (!this.shutdownPromise) this.shutdownPromise = this.doShutdown();
-    return this.shutdownPromise;
-  }
-
-  private async doShutdown(): Promise<void> {
-    const wasStarted = this.state !== 'NEW';
-    this.state = 'STOPPING';
-    if (this.startPromise) await this.startPromise.catch(() => undefined);
-    this.slots.close();
-    if (this.pending > 0) {
-      const drained = new Promise<void>((resolve) => (this.drained = resolve));
-      await withTimeout(drained, this.options.shutdownTimeoutMs, () => new Error('drain timeout')).catch(() =>
-        this.logger.warn(
-          { pending: this.pending },
-          'shutdown did not drain in time; unsettled messages will be redelivered',
-        ),
-      );
-    }
-    if (wasStarted) await this.gateway.shutdown();
-    this.state = 'STOPPED';
+    return this.lifecycle.shutdown();
   }
 
   private async receiveLoop(): Promise<void> {
     const o = this.options;
     // At most a fair share per receive, so every subscription can long-poll at once when it fits.
     const share = Math.max(1, Math.min(MAX_BATCH, Math.floor(o.concurrency / o.subscriptions.size)));
-    while (this.state === 'RUNNING') {
+    while (this.lifecycle.isRunning) {
       const reserved = await this.slots.reserve(share);
-      if (this.state !== 'RUNNING') {
+      if (!this.lifecycle.isRunning) {
         this.slots.release(reserved);
         return;
       }
@@ -201,7 +182,7 @@ export class IdempotentConsumer {
         messages = await this.gateway.receive(reserved);
       } catch (err) {
         this.slots.release(reserved);
-        if (this.state !== 'RUNNING') return;
+        if (!this.lifecycle.isRunning) return;
         this.counters.receiveFailures++;
         this.logger.warn(errorFields(err), 'receive failed; retrying');
         await sleep(RECEIVE_FAILURE_BACKOFF_MS);
@@ -215,12 +196,7 @@ export class IdempotentConsumer {
 
   private dispatch(message: InboundMessage): void {
     this.counters.received++;
-    this.pending++;
-    void this.handle(message).finally(() => {
-      this.pending--;
-      this.slots.release(1);
-      if (this.pending === 0 && this.drained) this.drained();
-    });
+    void this.handling.track(this.handle(message).finally(() => this.slots.release(1)));
   }
 
   private async handle(message: InboundMessage): Promise<void> {
@@ -302,10 +278,9 @@ export class IdempotentConsumer {
     return false;
   }
 
+  /** The retry policy's delay for a message delivered `attempt` times (1 on the first delivery). */
   private backoff(attempt: number): number {
-    const { initialDelayMs, maxDelayMs } = this.options.retry;
-    const raw = Math.min(maxDelayMs, initialDelayMs * 2 ** Math.min(30, Math.max(0, attempt - 1)));
-    return Math.round(raw * (0.8 + Math.random() * 0.4));
+    return retryDelay(attempt - 1, this.options.retry);
   }
 
   private count(decision: Decision, deadLettered: boolean): void {
@@ -344,12 +319,7 @@ export class IdempotentConsumer {
   }
 
   private report(outcome: ConsumeOutcome): void {
-    if (!this.options.onOutcome) return;
-    try {
-      this.options.onOutcome(outcome);
-    } catch (err) {
-      this.logger.warn(errorFields(err), 'onOutcome hook threw');
-    }
+    callHook(this.options.onOutcome, outcome, this.logger, 'onOutcome');
   }
 }
 

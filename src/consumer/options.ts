@@ -1,22 +1,16 @@
-import type { DataSource } from 'typeorm';
 import {
-  optionalCredentials,
-  requireDataSource,
-  requireEndpoints,
+  CONNECTION_OPTION_KEYS,
   RESOURCE_NAME_RE,
   RESOURCE_NAME_RULE,
   requireResourceName,
-  resolveTls,
-  type Credentials,
-  type TlsOption,
+  resolveConnection,
+  type ConnectionOptions,
+  type ResolvedConnection,
 } from '../util/clientOptions';
 import { InvalidOptionError } from '../errors';
-
-import { noopLogger, type Logger } from '../util/logger';
+import { resolveRetryPolicy, type RetryOptions, type RetryPolicy } from '../util/retryPolicy';
 import {
-  optionalFunctionsOf,
   optionalInt,
-  optionalObject,
   optionalString,
   rejectUnknownKeys,
   requireObject,
@@ -34,18 +28,14 @@ export interface Subscription {
   tag?: string;
 }
 
-export interface ConsumerRetryOptions {
-  /** Delay before the first redelivery of a failed or held message. Default 1000 ms. */
-  initialDelayMs?: number;
-  /** Upper bound of the doubling delay. Default 60000 ms. */
-  maxDelayMs?: number;
-}
+/**
+ * The consumer's redelivery schedule: a RetryPolicy (the same shape as the relay's `retry`).
+ * Defaults: initialDelayMs 1000, maxDelayMs 60000, jitterMs 200.
+ */
+export type ConsumerRetryOptions = RetryOptions;
 
-export interface IdempotentConsumerOptions {
-  /** RocketMQ 5 proxy gRPC endpoints: "host:port" or "host1:port;host2:port". */
-  endpoints: string;
-  /** A TypeORM DataSource you own and have initialized (MySQL or MariaDB). */
-  dataSource: DataSource;
+/** The connection options (ConnectionOptions; shutdownTimeoutMs defaults to 30000 ms here) and: */
+export interface IdempotentConsumerOptions extends ConnectionOptions {
   /** The consumer group; every instance of one service uses the same one. */
   consumerGroup: string;
   /** Topics (and tag filters) to consume. */
@@ -60,6 +50,7 @@ export interface IdempotentConsumerOptions {
   gapPolicy?: GapPolicy;
   /** Events whose eventType has no handler: 'retry' (default, like an unknown version) or 'ignore' (acked, counted). */
   unknownEventTypes?: UnknownEventTypePolicy;
+  /** Delay of redeliveries of failed or held messages, doubling per delivery attempt. */
   retry?: ConsumerRetryOptions;
   /** Bodies larger than this are malformed (dead-lettered unparsed). Default 1 MiB. */
   maxBodyBytes?: number;
@@ -67,55 +58,26 @@ export interface IdempotentConsumerOptions {
   invisibleDurationMs?: number;
   /** Long polling per receive. Default 5000 ms (the proxy's minimum). */
   longPollingMs?: number;
-  namespace?: string;
-  /** ACL 2.0 user of the broker; the secret signs each request and is never logged. */
-  credentials?: Credentials;
-  /**
-   * TLS to the proxy: `true` trusts the system CAs, `{ caFile }` / `{ ca }` trusts only that CA.
-   * Default plaintext.
-   */
-  tls?: TlsOption;
-  /** Older spelling of `tls: true`. */
-  sslEnabled?: boolean;
-  /** Per-RPC timeout towards the proxy. Default 3000 ms. */
-  requestTimeoutMs?: number;
-  /** Upper bound for start(). Default 15000 ms. */
-  startTimeoutMs?: number;
-  /** Upper bound for shutdown() to finish in-flight handlers and close the client. Default 30000 ms. */
-  shutdownTimeoutMs?: number;
   /** Called after every settled message (metrics, audit). Must not throw; errors are logged. */
   onOutcome?: (outcome: ConsumeOutcome) => void;
-  logger?: Logger;
 }
 
-export interface ResolvedConsumerOptions {
-  endpoints: string;
-  dataSource: DataSource;
+export interface ResolvedConsumerOptions extends ResolvedConnection {
   consumerGroup: string;
   subscriptions: ReadonlyMap<string, string>;
   registry: HandlerRegistry;
   concurrency: number;
   gapPolicy: GapPolicy;
   unknownEventTypes: UnknownEventTypePolicy;
-  retry: Required<ConsumerRetryOptions>;
+  retry: RetryPolicy;
   maxBodyBytes: number;
   invisibleDurationMs: number;
   longPollingMs: number;
-  namespace: string;
-  credentials?: Credentials;
-  sslEnabled: boolean;
-  /** Custom CA (PEM) to trust instead of the system CAs. */
-  tlsCa?: Buffer;
-  requestTimeoutMs: number;
-  startTimeoutMs: number;
-  shutdownTimeoutMs: number;
   onOutcome?: (outcome: ConsumeOutcome) => void;
-  logger: Logger;
 }
 
 const KNOWN = [
-  'endpoints',
-  'dataSource',
+  ...CONNECTION_OPTION_KEYS,
   'consumerGroup',
   'subscriptions',
   'handlers',
@@ -127,22 +89,13 @@ const KNOWN = [
   'maxBodyBytes',
   'invisibleDurationMs',
   'longPollingMs',
-  'namespace',
-  'credentials',
-  'sslEnabled',
-  'tls',
-  'requestTimeoutMs',
-  'startTimeoutMs',
-  'shutdownTimeoutMs',
   'onOutcome',
-  'logger',
 ] as const;
 
 export function resolveConsumerOptions(input: unknown): ResolvedConsumerOptions {
   const o = requireObject('options', input);
   rejectUnknownKeys('options', o, KNOWN);
-  const endpoints = requireEndpoints(o.endpoints);
-  const dataSource = requireDataSource(o.dataSource);
+  const connection = resolveConnection(o, { shutdownTimeoutMs: 30_000 });
   const consumerGroup = requireResourceName('consumerGroup', o.consumerGroup);
   const subscriptions = resolveSubscriptions(o.subscriptions);
   const registry = new HandlerRegistry(o.handlers, o.upcasters);
@@ -154,26 +107,24 @@ export function resolveConsumerOptions(input: unknown): ResolvedConsumerOptions 
   if (unknownEventTypes !== 'retry' && unknownEventTypes !== 'ignore') {
     throw new InvalidOptionError('unknownEventTypes', unknownEventTypes, '"retry" or "ignore"');
   }
-  const r = optionalObject('retry', o.retry);
-  rejectUnknownKeys('retry', r, ['initialDelayMs', 'maxDelayMs']);
-  const initialDelayMs = optionalInt('retry.initialDelayMs', r.initialDelayMs, 1000, 0, 3_600_000);
-  const maxDelayMs = optionalInt('retry.maxDelayMs', r.maxDelayMs, 60_000, initialDelayMs, 7_200_000);
+  const retry = resolveRetryPolicy('retry', o.retry, {
+    initialDelayMs: 1000,
+    maxDelayMs: 60_000,
+    jitterMs: 200,
+    maxAllowedDelayMs: 7_200_000,
+  });
   if (o.onOutcome !== undefined && typeof o.onOutcome !== 'function') {
     throw new InvalidOptionError('onOutcome', o.onOutcome, 'a function');
   }
-  const credentials = optionalCredentials(o.credentials);
-  const logger =
-    optionalFunctionsOf<Logger>('logger', o.logger, ['debug', 'info', 'warn', 'error']) ?? noopLogger;
   return {
-    endpoints,
-    dataSource,
+    ...connection,
     consumerGroup,
     subscriptions,
     registry,
     concurrency: optionalInt('concurrency', o.concurrency, 8, 1, 256),
     gapPolicy,
     unknownEventTypes,
-    retry: { initialDelayMs, maxDelayMs },
+    retry,
     maxBodyBytes: optionalInt('maxBodyBytes', o.maxBodyBytes, 1024 * 1024, 64, 4 * 1024 * 1024),
     invisibleDurationMs: optionalInt(
       'invisibleDurationMs',
@@ -183,14 +134,7 @@ export function resolveConsumerOptions(input: unknown): ResolvedConsumerOptions 
       43_200_000,
     ),
     longPollingMs: optionalInt('longPollingMs', o.longPollingMs, 5000, 5000, 60_000),
-    namespace: optionalString('namespace', o.namespace, '', { pattern: RESOURCE_NAME_RE }),
-    ...(credentials ? { credentials } : {}),
-    ...resolveTls(o.tls, o.sslEnabled),
-    requestTimeoutMs: optionalInt('requestTimeoutMs', o.requestTimeoutMs, 3000, 100, 120_000),
-    startTimeoutMs: optionalInt('startTimeoutMs', o.startTimeoutMs, 15_000, 100, 600_000),
-    shutdownTimeoutMs: optionalInt('shutdownTimeoutMs', o.shutdownTimeoutMs, 30_000, 0, 600_000),
     ...(o.onOutcome ? { onOutcome: o.onOutcome as (outcome: ConsumeOutcome) => void } : {}),
-    logger,
   };
 }
 

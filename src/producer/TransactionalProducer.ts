@@ -2,12 +2,12 @@ import type { EntityManager, QueryRunner } from 'typeorm';
 import {
   BrokerUnavailableError,
   InvalidOptionError,
-  ProducerNotRunningError,
   RocketMqTxError,
   TransactionFencedError,
   TransactionOutcomeUnknownError,
 } from '../errors';
 import { notInitialized } from '../util/clientOptions';
+import { InFlight, Lifecycle, callHook } from '../lifecycle/Lifecycle';
 import { gatewayConfig, type BrokerGateway, type GatewayConfig, type HalfMessage } from '../broker/gateway';
 import { createGateway } from '../broker/createGateway';
 import { CheckBackDispatcher, type CheckBackStats } from '../checkback/CheckBackDispatcher';
@@ -18,7 +18,6 @@ import { abandonTransaction } from '../store/typeorm/statements';
 import { toStoreError } from '../store/typeorm/storeError';
 import { errorFields, type Logger } from '../util/logger';
 import { uuidv7 } from '../util/uuidv7';
-import { completesWithin } from '../util/time';
 import {
   ATTACH_OBSERVER,
   Observers,
@@ -84,8 +83,6 @@ export interface ProducerInternals {
   outbox?: OutboxStore | null;
 }
 
-type State = 'NEW' | 'STARTING' | 'RUNNING' | 'STOPPING' | 'STOPPED';
-
 /**
  * Sends half message(s), runs the local transaction with tx_record as its first row, then
  * commits or rolls back the message(s). Check-backs are resolved by the tx_record fence.
@@ -100,11 +97,8 @@ export class TransactionalProducer {
   private readonly eventConfirmations: ConfirmationBatcher;
   private readonly recovery: DiscardRecovery | undefined;
   private readonly logger: Logger;
-  private state: State = 'NEW';
-  private inFlight = 0;
-  private drained: (() => void) | undefined;
-  private startPromise: Promise<void> | undefined;
-  private shutdownPromise: Promise<void> | undefined;
+  private readonly lifecycle: Lifecycle;
+  private readonly inFlight = new InFlight();
   private readonly observers = new Observers();
   /** Errors thrown by `work` (told apart from the SDK's own failures in metrics). */
   private readonly workErrors = new WeakSet<object>();
@@ -172,6 +166,40 @@ export class TransactionalProducer {
         observers: this.observers,
       });
     }
+    this.lifecycle = new Lifecycle(
+      {
+        component: 'producer',
+        name: 'TransactionalProducer',
+        shutdownTimeoutMs: o.shutdownTimeoutMs,
+        logger: o.logger,
+      },
+      {
+        precondition: () => (o.dataSource.isInitialized ? undefined : notInitialized()),
+        open: () => this.gateway.start(),
+        onRunning: () => {
+          this.recovery?.start();
+          this.logger.info(
+            { endpoints: o.endpoints, producerGroup: o.producerGroup },
+            'transactional producer started',
+          );
+        },
+        drain: async (deadline) => {
+          await deadline.within(
+            this.inFlight.idle(),
+            'shutdown did not drain in time; the fence resolves the rest',
+            () => ({ inFlight: this.inFlight.size }),
+          );
+          // Recorded confirmations spare a republish (a duplicate) after the discard horizon: flush
+          // them on every graceful path, within the budget, since a hung database must not keep
+          // shutdown() pending.
+          await deadline.within(
+            Promise.all([this.recovery?.stop(), this.confirmations.flush(), this.eventConfirmations.flush()]),
+            'confirmations not recorded in time; their events may be republished after the discard horizon',
+          );
+        },
+        close: () => this.gateway.shutdown(),
+      },
+    );
   }
 
   /** @internal Used by RocketMqTxMetrics.attach. */
@@ -180,6 +208,7 @@ export class TransactionalProducer {
     return this.observers.add(observer);
   }
 
+  /** A snapshot of the counters (a copy, nested objects too: changing it changes nothing). */
   get stats(): ProducerStats {
     return {
       ...this.counters,
@@ -188,39 +217,12 @@ export class TransactionalProducer {
     };
   }
 
-  /** Connects to the proxy; bounded by startTimeoutMs. Safe to call more than once. */
+  /**
+   * Connects to the proxy; bounded by startTimeoutMs. Safe to call more than once: every call
+   * gets the same promise. After shutdown() it rejects with ProducerNotRunningError.
+   */
   start(): Promise<void> {
-    if (this.state === 'STOPPING' || this.state === 'STOPPED') {
-      return Promise.reject(
-        new ProducerNotRunningError('TransactionalProducer was shut down; create a new one'),
-      );
-    }
-    if (!this.startPromise) {
-      this.state = 'STARTING';
-      if (!this.options.dataSource.isInitialized) {
-        this.startPromise = undefined;
-        this.state = 'NEW';
-        return Promise.reject(notInitialized());
-      }
-      this.startPromise = this.gateway.start().then(
-        () => {
-          // shutdown() during start(): it owns the state now; start no recovery behind its back.
-          if (this.state !== 'STARTING') return;
-          this.state = 'RUNNING';
-          this.recovery?.start();
-          this.logger.info(
-            { endpoints: this.options.endpoints, producerGroup: this.options.producerGroup },
-            'transactional producer started',
-          );
-        },
-        (err: unknown) => {
-          this.state = 'NEW';
-          this.startPromise = undefined;
-          throw err;
-        },
-      );
-    }
-    return this.startPromise;
+    return this.lifecycle.start();
   }
 
   /**
@@ -233,11 +235,7 @@ export class TransactionalProducer {
     work: TransactionWork<T>,
     callOptions: TransactOptions = {},
   ): Promise<TransactResult<T>> {
-    if (this.state !== 'RUNNING') {
-      throw new ProducerNotRunningError(
-        `TransactionalProducer is ${this.state.toLowerCase()}; call start() first`,
-      );
-    }
+    this.lifecycle.assertRunning();
     if (typeof work !== 'function') {
       throw new InvalidOptionError('work', work, 'a function (manager, { txId, eventIds }) => Promise');
     }
@@ -254,28 +252,33 @@ export class TransactionalProducer {
     }
     const txId = uuidv7();
     const prepared = prepareEvents(events, txId, this.options);
-    this.inFlight++;
     const started = performance.now();
-    try {
-      const result = await this.run(txId, prepared, work, delivery);
-      this.observeTransaction('committed', result.delivery, started);
-      return result;
-    } catch (err) {
-      this.observeTransaction(this.outcomeOf(err, txId), delivery, started);
-      throw err;
-    } finally {
-      this.inFlight--;
-      if (this.inFlight === 0 && this.drained) this.drained();
-    }
+    return this.inFlight.track(
+      this.run(txId, prepared, work, delivery).then(
+        (result) => {
+          this.observeTransaction(txId, 'committed', result.delivery, started);
+          return result;
+        },
+        (err: unknown) => {
+          this.observeTransaction(txId, this.outcomeOf(err, txId), delivery, started, err);
+          throw err;
+        },
+      ),
+    );
   }
 
   private observeTransaction(
+    txId: string,
     outcome: TransactionOutcomeLabel,
     delivery: DeliveryMode,
     started: number,
+    error?: unknown,
   ): void {
     const producerGroup = this.options.producerGroup;
-    this.observers.emit('transaction', { producerGroup, outcome, delivery, durationMs: elapsedMs(started) });
+    const durationMs = elapsedMs(started);
+    this.observers.emit('transaction', { producerGroup, outcome, delivery, durationMs });
+    const result = { txId, outcome, delivery, durationMs, ...(outcome === 'committed' ? {} : { error }) };
+    callHook(this.options.onOutcome, result, this.logger, 'onOutcome');
   }
 
   private outcomeOf(err: unknown, txId: string): TransactionOutcomeLabel {
@@ -447,43 +450,11 @@ export class TransactionalProducer {
   }
 
   /**
-   * Stops new transactions, waits for in-flight ones (bounded by shutdownTimeoutMs), flushes
-   * confirmations and closes the client. Never rejects, even when the proxy is down.
+   * Stops new transactions, waits for in-flight ones, flushes confirmations and closes the
+   * client; all of it within one shutdownTimeoutMs budget. Every call gets the same promise.
+   * Never rejects, even when the proxy or the database is down.
    */
   shutdown(): Promise<void> {
-    if (!this.shutdownPromise) this.shutdownPromise = this.doShutdown();
-    return this.shutdownPromise;
-  }
-
-  private async doShutdown(): Promise<void> {
-    const wasStarted = this.state !== 'NEW';
-    this.state = 'STOPPING';
-    const deadline = performance.now() + this.options.shutdownTimeoutMs;
-    const remaining = () => Math.max(0, deadline - performance.now());
-    if (this.startPromise) await this.startPromise.catch(() => undefined);
-    if (this.inFlight > 0) {
-      const drained = new Promise<void>((resolve) => (this.drained = resolve));
-      if (!(await completesWithin(drained, remaining()))) {
-        this.logger.warn(
-          { inFlight: this.inFlight },
-          'shutdown did not drain in time; the fence resolves the rest',
-        );
-      }
-    }
-    // Recorded confirmations spare a republish (a duplicate) after the discard horizon: flush them
-    // on every graceful path, bounded, since a hung database must not keep shutdown() pending.
-    const flushed = Promise.all([
-      this.recovery?.stop(),
-      this.confirmations.flush(),
-      this.eventConfirmations.flush(),
-    ]);
-    if (!(await completesWithin(flushed, remaining()))) {
-      this.logger.warn(
-        {},
-        'confirmations not recorded in time; their events may be republished after the discard horizon',
-      );
-    }
-    if (wasStarted) await this.gateway.shutdown();
-    this.state = 'STOPPED';
+    return this.lifecycle.shutdown();
   }
 }

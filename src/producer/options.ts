@@ -1,19 +1,15 @@
-import type { DataSource } from 'typeorm';
 import {
-  optionalCredentials,
-  requireDataSource,
-  requireEndpoints,
+  CONNECTION_OPTION_KEYS,
   RESOURCE_NAME_RE,
   requireResourceName,
-  resolveTls,
-  type Credentials,
-  type TlsOption,
+  resolveConnection,
+  type ConnectionOptions,
+  type ResolvedConnection,
 } from '../util/clientOptions';
 import { InvalidOptionError } from '../errors';
 import { MAX_MESSAGE_BYTES } from '../outbox/events';
 import type { CheckBackResolver } from '../checkback/resolution';
 import type { CheckBackOutcome, ResolverScope } from '../checkback/CheckBackDispatcher';
-import { noopLogger, type Logger } from '../util/logger';
 import type { DiscardRecoverySettings } from '../relay/DiscardRecovery';
 import type { BrokerTransport } from '../broker/gateway';
 import {
@@ -21,11 +17,11 @@ import {
   optionalFunctionsOf,
   optionalInt,
   optionalObject,
-  optionalString,
   rejectUnknownKeys,
   requireObject,
   requireString,
 } from '../util/validate';
+import type { TransactionOutcome } from './outcome';
 
 export interface CheckBackOptions {
   /** Resolves half messages without our TX_ID property, or all of them with `resolverScope: 'all'`. */
@@ -71,32 +67,13 @@ export interface DiscardRecoveryOptions {
  */
 export type DeliveryMode = 'transactional' | 'outbox';
 
-export interface TransactionalProducerOptions {
-  /** RocketMQ 5 proxy gRPC endpoints: "host:port" or "host1:port;host2:port". */
-  endpoints: string;
-  /** A TypeORM DataSource you own and have initialized (MySQL or MariaDB). */
-  dataSource: DataSource;
+/** The connection options (ConnectionOptions) and: */
+export interface TransactionalProducerOptions extends ConnectionOptions {
   /** Identifies this service's transactions (TX_ORIGIN). One per database; same on every instance. */
   producerGroup: string;
   /** Every topic this producer sends to. Declared at start so check-backs reach this instance. */
   topics: readonly string[];
-  namespace?: string;
   checkBack?: CheckBackOptions;
-  /** ACL 2.0 user of the broker; the secret signs each request and is never logged. */
-  credentials?: Credentials;
-  /**
-   * TLS to the proxy: `true` trusts the system CAs, `{ caFile }` / `{ ca }` trusts only that CA.
-   * Default plaintext.
-   */
-  tls?: TlsOption;
-  /** Older spelling of `tls: true`. */
-  sslEnabled?: boolean;
-  /** Per-RPC timeout towards the proxy. Default 3000 ms. */
-  requestTimeoutMs?: number;
-  /** Upper bound for start(). Default 15000 ms. */
-  startTimeoutMs?: number;
-  /** Upper bound for shutdown() to drain in-flight transactions and close the client. Default 10000 ms. */
-  shutdownTimeoutMs?: number;
   /** Largest message body accepted. Default and maximum 4 MiB (the proxy's maxMessageSize). */
   maxMessageBytes?: number;
   /** Default delivery mode of transact(); each call may override it. Default 'transactional'. */
@@ -117,57 +94,40 @@ export interface TransactionalProducerOptions {
    * (default): rocketmq-client-nodejs. `'lean'`: messages generated from the RocketMQ v2
    * protocol over one HTTP/2 connection per proxy (node:http2): same headers, signatures, TLS,
    * deadlines and typed errors, sends spread over every writable queue; the official client
-   * still does start-up, routes, heartbeats and check-backs. See docs/producer.md.
+   * still does start-up, routes, heartbeats and check-backs. See docs/lean-transport.md.
    */
   transport?: BrokerTransport;
-  logger?: Logger;
+  /** Called after each transact() (committed, rolled back, fenced, ...). Must not throw; errors are logged. */
+  onOutcome?: (outcome: TransactionOutcome) => void;
 }
 
-export interface ResolvedProducerOptions {
-  endpoints: string;
-  dataSource: DataSource;
+export interface ResolvedProducerOptions extends ResolvedConnection {
   producerGroup: string;
   topics: readonly string[];
-  namespace: string;
   checkBack: Required<Omit<CheckBackOptions, 'resolver' | 'onResolved'>> & {
     resolver?: CheckBackResolver;
     onResolved?: (outcome: CheckBackOutcome) => void;
   };
-  credentials?: Credentials;
-  sslEnabled: boolean;
-  /** Custom CA (PEM) to trust instead of the system CAs. */
-  tlsCa?: Buffer;
-  requestTimeoutMs: number;
-  startTimeoutMs: number;
-  shutdownTimeoutMs: number;
   maxMessageBytes: number;
   delivery: DeliveryMode;
   outboxFallback: boolean;
   /** null: off. */
   discardRecovery: DiscardRecoverySettings | null;
   transport: BrokerTransport;
-  logger: Logger;
+  onOutcome?: (outcome: TransactionOutcome) => void;
 }
 
 const KNOWN = [
-  'endpoints',
-  'dataSource',
+  ...CONNECTION_OPTION_KEYS,
   'producerGroup',
   'topics',
-  'namespace',
   'checkBack',
-  'credentials',
-  'sslEnabled',
-  'tls',
-  'requestTimeoutMs',
-  'startTimeoutMs',
-  'shutdownTimeoutMs',
   'maxMessageBytes',
   'delivery',
   'outboxFallback',
   'discardRecovery',
   'transport',
-  'logger',
+  'onOutcome',
 ] as const;
 const DISCARD_RECOVERY_KNOWN = ['horizonMs', 'intervalMs', 'batchSize', 'leaseMs'] as const;
 const HOUR = 3_600_000;
@@ -183,8 +143,7 @@ const CHECK_BACK_KNOWN = [
 export function resolveProducerOptions(input: unknown): ResolvedProducerOptions {
   const o = requireObject('options', input);
   rejectUnknownKeys('options', o, KNOWN);
-  const endpoints = requireEndpoints(o.endpoints);
-  const dataSource = requireDataSource(o.dataSource);
+  const connection = resolveConnection(o, { shutdownTimeoutMs: 10_000 });
   const producerGroup = requireResourceName('producerGroup', o.producerGroup);
   if (!Array.isArray(o.topics) || o.topics.length === 0) {
     throw new InvalidOptionError('topics', o.topics, 'a non-empty array of topic names');
@@ -213,15 +172,13 @@ export function resolveProducerOptions(input: unknown): ResolvedProducerOptions 
     throw new InvalidOptionError('checkBack.onResolved', cb.onResolved, 'a function');
   }
   const onResolved = cb.onResolved as ((outcome: CheckBackOutcome) => void) | undefined;
-  const credentials = optionalCredentials(o.credentials);
-  const logger =
-    optionalFunctionsOf<Logger>('logger', o.logger, ['debug', 'info', 'warn', 'error']) ?? noopLogger;
+  if (o.onOutcome !== undefined && typeof o.onOutcome !== 'function') {
+    throw new InvalidOptionError('onOutcome', o.onOutcome, 'a function');
+  }
   return {
-    endpoints,
-    dataSource,
+    ...connection,
     producerGroup,
     topics: [...new Set(topics)],
-    namespace: optionalString('namespace', o.namespace, '', { pattern: RESOURCE_NAME_RE }),
     checkBack: {
       ...(resolver ? { resolver } : {}),
       ...(onResolved ? { onResolved } : {}),
@@ -230,11 +187,6 @@ export function resolveProducerOptions(input: unknown): ResolvedProducerOptions 
       maxQueued: optionalInt('checkBack.maxQueued', cb.maxQueued, 256, 0, 100_000),
       lockWaitTimeoutMs: optionalInt('checkBack.lockWaitTimeoutMs', cb.lockWaitTimeoutMs, 2000, 1000, 60_000),
     },
-    ...(credentials ? { credentials } : {}),
-    ...resolveTls(o.tls, o.sslEnabled),
-    requestTimeoutMs: optionalInt('requestTimeoutMs', o.requestTimeoutMs, 3000, 100, 120_000),
-    startTimeoutMs: optionalInt('startTimeoutMs', o.startTimeoutMs, 15_000, 100, 600_000),
-    shutdownTimeoutMs: optionalInt('shutdownTimeoutMs', o.shutdownTimeoutMs, 10_000, 0, 600_000),
     maxMessageBytes: optionalInt(
       'maxMessageBytes',
       o.maxMessageBytes,
@@ -246,7 +198,7 @@ export function resolveProducerOptions(input: unknown): ResolvedProducerOptions 
     outboxFallback: optionalBoolean('outboxFallback', o.outboxFallback, false),
     discardRecovery: resolveDiscardRecovery(o.discardRecovery),
     transport: resolveTransport(o.transport),
-    logger,
+    ...(o.onOutcome ? { onOutcome: o.onOutcome as (outcome: TransactionOutcome) => void } : {}),
   };
 }
 

@@ -1,5 +1,5 @@
-import { RelayNotRunningError } from '../errors';
 import { notInitialized } from '../util/clientOptions';
+import { Lifecycle, callHook } from '../lifecycle/Lifecycle';
 import { gatewayConfig, type BrokerGateway, type GatewayConfig } from '../broker/gateway';
 import { RocketMqGateway } from '../broker/RocketMqGateway';
 import type { ClaimedOutboxEvent, OutboxStore, TxStatusReader } from '../store/ports';
@@ -9,10 +9,10 @@ import { EVENT_ID_PROPERTY, TransactionResolution } from '../checkback/resolutio
 import { storesFor } from '../store';
 import { toStoreError } from '../store/typeorm/storeError';
 import { errorFields, type Logger } from '../util/logger';
-import { completesWithin } from '../util/time';
 import { ATTACH_OBSERVER, Observers, type TxObserver } from '../observability/observer';
-import { backoffDelay } from './backoff';
+import { retryDelay } from '../util/retryPolicy';
 import { errorText, outboxMessage, sendCommitted } from './republish';
+import type { RelayOutcome } from './outcome';
 import { resolveRelayOptions, type OutboxRelayOptions, type ResolvedRelayOptions } from './options';
 
 export interface RelayStats {
@@ -38,8 +38,6 @@ export interface RelayInternals {
   random?: () => number;
 }
 
-type State = 'NEW' | 'STARTING' | 'RUNNING' | 'STOPPING' | 'STOPPED';
-
 /**
  * Delivers outbox_event rows: claims due NEW rows in short SKIP LOCKED transactions under a
  * lease, sends them outside any transaction, marks them SENT; retries with capped exponential
@@ -59,10 +57,8 @@ export class OutboxRelay {
   private readonly store: OutboxStore;
   private readonly logger: Logger;
   private readonly random: () => number;
-  private state: State = 'NEW';
+  private readonly lifecycle: Lifecycle;
   private loop: Promise<void> = Promise.resolve();
-  private startPromise: Promise<void> | undefined;
-  private shutdownPromise: Promise<void> | undefined;
   private wake: (() => void) | undefined;
   private lastReconcile = 0;
   private readonly observers = new Observers();
@@ -91,6 +87,23 @@ export class OutboxRelay {
       return answer;
     });
     this.gateway = (internals.gateway ?? ((c, l) => new RocketMqGateway(c, l)))(config, o.logger);
+    this.lifecycle = new Lifecycle(
+      { component: 'relay', name: 'OutboxRelay', shutdownTimeoutMs: o.shutdownTimeoutMs, logger: o.logger },
+      {
+        precondition: () => (o.dataSource.isInitialized ? undefined : notInitialized()),
+        open: () => this.gateway.start(),
+        onRunning: () => {
+          this.loop = this.run();
+          this.logger.info({ relayId: o.relayId }, 'outbox relay started');
+        },
+        onStopping: () => this.wake?.(),
+        drain: async (deadline) => {
+          await deadline.within(this.loop, 'relay round did not finish in time; its leases will expire');
+          await deadline.within(this.confirmations.flush(), 'check-back confirmations not recorded in time');
+        },
+        close: () => this.gateway.shutdown(),
+      },
+    );
   }
 
   /** @internal Used by RocketMqTxMetrics.attach. */
@@ -111,33 +124,10 @@ export class OutboxRelay {
   /**
    * Connects to the proxy and starts polling. Safe to call more than once: every call gets the
    * same promise. A shutdown() begun meanwhile wins: the relay ends stopped, its client closed.
+   * After shutdown() it rejects with RelayNotRunningError.
    */
   start(): Promise<void> {
-    if (this.state === 'STOPPING' || this.state === 'STOPPED') {
-      return Promise.reject(new RelayNotRunningError('OutboxRelay was shut down; create a new one'));
-    }
-    if (!this.startPromise) {
-      if (!this.options.dataSource.isInitialized) {
-        return Promise.reject(notInitialized());
-      }
-      this.state = 'STARTING';
-      this.startPromise = this.gateway.start().then(
-        () => {
-          if (this.state !== 'STARTING') return;
-          this.state = 'RUNNING';
-          this.loop = this.run();
-          this.logger.info({ relayId: this.options.relayId }, 'outbox relay started');
-        },
-        (err: unknown) => {
-          if (this.state === 'STARTING') {
-            this.state = 'NEW';
-            this.startPromise = undefined;
-          }
-          throw err;
-        },
-      );
-    }
-    return this.startPromise;
+    return this.lifecycle.start();
   }
 
   /**
@@ -197,45 +187,22 @@ export class OutboxRelay {
   }
 
   /**
-   * Stops polling, waits for the current round (bounded by shutdownTimeoutMs), closes the client.
-   * Every call gets the same promise, settled when the relay is stopped.
+   * Stops polling, waits for the current round and flushes confirmations, closes the client; all
+   * of it within one shutdownTimeoutMs budget. Every call gets the same promise. Never rejects.
    */
   shutdown(): Promise<void> {
-    if (!this.shutdownPromise) this.shutdownPromise = this.doShutdown();
-    return this.shutdownPromise;
-  }
-
-  private async doShutdown(): Promise<void> {
-    const starting = this.startPromise;
-    this.state = 'STOPPING';
-    this.wake?.();
-    // A failed start closed its own client; a started one is closed below, also mid-start.
-    let connected = false;
-    if (starting)
-      connected = await starting.then(
-        () => true,
-        () => false,
-      );
-    const { shutdownTimeoutMs } = this.options;
-    if (!(await completesWithin(this.loop, shutdownTimeoutMs))) {
-      this.logger.warn({}, 'relay round did not finish in time; its leases will expire');
-    }
-    if (!(await completesWithin(this.confirmations.flush(), shutdownTimeoutMs))) {
-      this.logger.warn({}, 'check-back confirmations not recorded in time');
-    }
-    if (connected) await this.gateway.shutdown();
-    this.state = 'STOPPED';
+    return this.lifecycle.shutdown();
   }
 
   private async run(): Promise<void> {
     const o = this.options;
-    while (this.state === 'RUNNING') {
+    while (this.lifecycle.isRunning) {
       if (o.reconcileDiscarded && Date.now() - this.lastReconcile >= o.reconcileIntervalMs) {
         this.lastReconcile = Date.now();
         await this.reconcileDiscarded();
       }
       const claimed = await this.runOnce();
-      if (claimed < o.batchSize && this.state === 'RUNNING') await this.sleep(o.pollIntervalMs);
+      if (claimed < o.batchSize && this.lifecycle.isRunning) await this.sleep(o.pollIntervalMs);
     }
   }
 
@@ -263,7 +230,7 @@ export class OutboxRelay {
     } catch (err) {
       const attempts = row.attempts + 1;
       const dead = attempts >= o.maxAttempts;
-      const error = errorText(err);
+      const retryInMs = retryDelay(row.attempts, o.retry, this.random);
       if (dead) this.counters.dead++;
       else this.counters.failed++;
       this.observers.emit('relayDelivery', { topic: row.topic, result: dead ? 'dead' : 'retry' });
@@ -271,20 +238,25 @@ export class OutboxRelay {
         { ...errorFields(err), eventId: row.eventId, attempts },
         dead ? 'outbox event is DEAD after maxAttempts' : 'outbox send failed; retrying with backoff',
       );
-      await this.mark(() =>
-        this.store.markFailed(
-          row.eventId,
-          o.relayId,
-          error,
-          backoffDelay(row.attempts, o.backoff, this.random),
-          dead,
-        ),
-      );
+      await this.mark(() => this.store.markFailed(row.eventId, o.relayId, errorText(err), retryInMs, dead));
+      this.report({
+        eventId: row.eventId,
+        topic: row.topic,
+        result: dead ? 'dead' : 'retry',
+        attempts,
+        error: err,
+        ...(dead ? {} : { retryInMs }),
+      });
       return;
     }
     this.counters.sent++;
     this.observers.emit('relayDelivery', { topic: row.topic, result: 'sent' });
     await this.mark(() => this.store.markSent(row.eventId, o.relayId));
+    this.report({ eventId: row.eventId, topic: row.topic, result: 'sent', attempts: row.attempts + 1 });
+  }
+
+  private report(outcome: RelayOutcome): void {
+    callHook(this.options.onOutcome, outcome, this.logger, 'onOutcome');
   }
 
   /** A lost mark is safe: the lease expires and the row is sent again with the same eventId. */

@@ -1,33 +1,25 @@
-import type { DataSource } from 'typeorm';
 import {
-  optionalCredentials,
-  requireDataSource,
-  requireEndpoints,
+  CONNECTION_OPTION_KEYS,
   RESOURCE_NAME_RE,
-  resolveTls,
-  type Credentials,
-  type TlsOption,
+  resolveConnection,
+  type ConnectionOptions,
+  type ResolvedConnection,
 } from '../util/clientOptions';
 import { InvalidOptionError } from '../errors';
-
-import { noopLogger, type Logger } from '../util/logger';
+import { resolveRetryPolicy, type RetryOptions, type RetryPolicy } from '../util/retryPolicy';
 import {
   optionalBoolean,
-  optionalFunctionsOf,
   optionalInt,
-  optionalObject,
   optionalString,
   rejectUnknownKeys,
   requireObject,
   requireString,
 } from '../util/validate';
 import type { BackoffPolicy } from './backoff';
+import type { RelayOutcome } from './outcome';
 
-export interface OutboxRelayOptions {
-  /** RocketMQ 5 proxy gRPC endpoints, as for the producer. */
-  endpoints: string;
-  /** The same database the producers write outbox_event to (initialized). */
-  dataSource: DataSource;
+/** The connection options (ConnectionOptions: `dataSource` is the database the producers write outbox_event to) and: */
+export interface OutboxRelayOptions extends ConnectionOptions {
   /** The topics this relay delivers (only rows of these topics are taken); declared at start. */
   topics: readonly string[];
   /**
@@ -47,6 +39,13 @@ export interface OutboxRelayOptions {
   pollIntervalMs?: number;
   /** Tries before a row becomes DEAD (with its last error; never SENT). Default 10. */
   maxAttempts?: number;
+  /** Retry schedule of failed sends. Default { initialDelayMs: 1000, maxDelayMs: 300000, jitterMs: 1000 }. */
+  retry?: RetryOptions;
+  /**
+   * Older name of `retry`, with `baseMs` for `initialDelayMs`; still accepted (not together with
+   * `retry`).
+   * @deprecated Use `retry`.
+   */
   backoff?: Partial<BackoffPolicy>;
   /**
    * Discard reconciliation: IN_FLIGHT events older than this, whose tx_record is COMMITTED and
@@ -58,25 +57,11 @@ export interface OutboxRelayOptions {
   reconcileIntervalMs?: number;
   /** Run the discard reconciliation at all. Default true. */
   reconcileDiscarded?: boolean;
-  namespace?: string;
-  /** ACL 2.0 user of the broker; the secret signs each request and is never logged. */
-  credentials?: Credentials;
-  /**
-   * TLS to the proxy: `true` trusts the system CAs, `{ caFile }` / `{ ca }` trusts only that CA.
-   * Default plaintext.
-   */
-  tls?: TlsOption;
-  /** Older spelling of `tls: true`. */
-  sslEnabled?: boolean;
-  requestTimeoutMs?: number;
-  startTimeoutMs?: number;
-  shutdownTimeoutMs?: number;
-  logger?: Logger;
+  /** Called after each delivery attempt (sent, retry, dead). Must not throw; errors are logged. */
+  onOutcome?: (outcome: RelayOutcome) => void;
 }
 
-export interface ResolvedRelayOptions {
-  endpoints: string;
-  dataSource: DataSource;
+export interface ResolvedRelayOptions extends ResolvedConnection {
   topics: readonly string[];
   transactionTopics: ReadonlySet<string>;
   fifoTopics: ReadonlySet<string>;
@@ -85,24 +70,15 @@ export interface ResolvedRelayOptions {
   leaseMs: number;
   pollIntervalMs: number;
   maxAttempts: number;
-  backoff: BackoffPolicy;
+  retry: RetryPolicy;
   discardHorizonMs: number;
   reconcileIntervalMs: number;
   reconcileDiscarded: boolean;
-  namespace: string;
-  credentials?: Credentials;
-  sslEnabled: boolean;
-  /** Custom CA (PEM) to trust instead of the system CAs. */
-  tlsCa?: Buffer;
-  requestTimeoutMs: number;
-  startTimeoutMs: number;
-  shutdownTimeoutMs: number;
-  logger: Logger;
+  onOutcome?: (outcome: RelayOutcome) => void;
 }
 
 const KNOWN = [
-  'endpoints',
-  'dataSource',
+  ...CONNECTION_OPTION_KEYS,
   'topics',
   'transactionTopics',
   'fifoTopics',
@@ -111,18 +87,12 @@ const KNOWN = [
   'leaseMs',
   'pollIntervalMs',
   'maxAttempts',
+  'retry',
   'backoff',
   'discardHorizonMs',
   'reconcileIntervalMs',
   'reconcileDiscarded',
-  'namespace',
-  'credentials',
-  'sslEnabled',
-  'tls',
-  'requestTimeoutMs',
-  'startTimeoutMs',
-  'shutdownTimeoutMs',
-  'logger',
+  'onOutcome',
 ] as const;
 const HOUR = 3_600_000;
 
@@ -142,8 +112,7 @@ function topicList(option: string, value: unknown, required: boolean): string[] 
 export function resolveRelayOptions(input: unknown): ResolvedRelayOptions {
   const o = requireObject('options', input);
   rejectUnknownKeys('options', o, KNOWN);
-  const endpoints = requireEndpoints(o.endpoints);
-  const dataSource = requireDataSource(o.dataSource);
+  const connection = resolveConnection(o, { shutdownTimeoutMs: 10_000 });
   const topics = topicList('topics', o.topics, true);
   const transactionTopics = topicList('transactionTopics', o.transactionTopics, false);
   const fifoTopics = topicList('fifoTopics', o.fifoTopics, false);
@@ -159,17 +128,17 @@ export function resolveRelayOptions(input: unknown): ResolvedRelayOptions {
   if (both !== undefined) {
     throw new InvalidOptionError('fifoTopics', both, 'a topic not also listed in transactionTopics');
   }
-  const b = optionalObject('backoff', o.backoff);
-  rejectUnknownKeys('backoff', b, ['baseMs', 'maxDelayMs', 'jitterMs']);
-  const baseMs = optionalInt('backoff.baseMs', b.baseMs, 1000, 1, HOUR);
-  const maxDelayMs = optionalInt('backoff.maxDelayMs', b.maxDelayMs, 300_000, 1, 24 * HOUR);
-  if (maxDelayMs < baseMs) {
-    throw new InvalidOptionError('backoff.maxDelayMs', maxDelayMs, `at least backoff.baseMs (${baseMs})`);
+  const retry = resolveRetryPolicy(
+    'retry',
+    o.retry,
+    { initialDelayMs: 1000, maxDelayMs: 300_000, jitterMs: 1000, maxAllowedDelayMs: 24 * HOUR },
+    { option: 'backoff', value: o.backoff },
+  );
+  if (o.onOutcome !== undefined && typeof o.onOutcome !== 'function') {
+    throw new InvalidOptionError('onOutcome', o.onOutcome, 'a function');
   }
-  const credentials = optionalCredentials(o.credentials);
   return {
-    endpoints,
-    dataSource,
+    ...connection,
     topics: [...new Set(topics)],
     transactionTopics: new Set(transactionTopics),
     fifoTopics: new Set(fifoTopics),
@@ -183,16 +152,10 @@ export function resolveRelayOptions(input: unknown): ResolvedRelayOptions {
     leaseMs: optionalInt('leaseMs', o.leaseMs, 30_000, 1000, HOUR),
     pollIntervalMs: optionalInt('pollIntervalMs', o.pollIntervalMs, 500, 10, 60_000),
     maxAttempts: optionalInt('maxAttempts', o.maxAttempts, 10, 1, 1000),
-    backoff: { baseMs, maxDelayMs, jitterMs: optionalInt('backoff.jitterMs', b.jitterMs, 1000, 0, HOUR) },
+    retry,
     discardHorizonMs: optionalInt('discardHorizonMs', o.discardHorizonMs, 20 * 60_000, 1000, 7 * 24 * HOUR),
     reconcileIntervalMs: optionalInt('reconcileIntervalMs', o.reconcileIntervalMs, 10_000, 100, HOUR),
     reconcileDiscarded: optionalBoolean('reconcileDiscarded', o.reconcileDiscarded, true),
-    namespace: optionalString('namespace', o.namespace, '', { pattern: RESOURCE_NAME_RE }),
-    ...(credentials ? { credentials } : {}),
-    ...resolveTls(o.tls, o.sslEnabled),
-    requestTimeoutMs: optionalInt('requestTimeoutMs', o.requestTimeoutMs, 3000, 100, 120_000),
-    startTimeoutMs: optionalInt('startTimeoutMs', o.startTimeoutMs, 15_000, 100, 600_000),
-    shutdownTimeoutMs: optionalInt('shutdownTimeoutMs', o.shutdownTimeoutMs, 10_000, 0, 600_000),
-    logger: optionalFunctionsOf<Logger>('logger', o.logger, ['debug', 'info', 'warn', 'error']) ?? noopLogger,
+    ...(o.onOutcome ? { onOutcome: o.onOutcome as (outcome: RelayOutcome) => void } : {}),
   };
 }

@@ -2,7 +2,17 @@ import { readFileSync } from 'node:fs';
 import { X509Certificate } from 'node:crypto';
 import type { DataSource } from 'typeorm';
 import { InvalidOptionError, StoreError } from '../errors';
-import { optionalBoolean, rejectUnknownKeys, requireObject, requireString } from './validate';
+import { noopLogger, type Logger } from './logger';
+import {
+  optionalBoolean,
+  optionalFunctionsOf,
+  optionalInt,
+  optionalString,
+  rejectUnknownKeys,
+  requireEndpoints,
+  requireObject,
+  requireString,
+} from './validate';
 
 /** Validators shared by every component that talks to the proxy and the database. */
 
@@ -108,7 +118,7 @@ function requirePemCertificates(option: string, shown: unknown, pem: Buffer): Bu
   return pem;
 }
 
-export { requireEndpoints } from './validate';
+export { requireEndpoints };
 
 export function requireDataSource(value: unknown): DataSource {
   if (
@@ -140,4 +150,93 @@ export function optionalCredentials(value: unknown): Credentials | undefined {
     throw new InvalidOptionError('credentials.accessSecret', '(hidden)', 'a non-empty string');
   }
   return { accessKey, accessSecret: c.accessSecret };
+}
+
+/**
+ * The connection options of every component (TransactionalProducer, IdempotentConsumer,
+ * OutboxRelay): one declaration, one resolver, one list of names.
+ */
+export interface ConnectionOptions {
+  /** RocketMQ 5 proxy gRPC endpoints: "host:port" or "host1:port;host2:port". */
+  endpoints: string;
+  /** A TypeORM DataSource you own and have initialized (MySQL or MariaDB). */
+  dataSource: DataSource;
+  /** RocketMQ namespace. Default none. */
+  namespace?: string;
+  /** ACL 2.0 user of the broker; the secret signs each request and is never logged. */
+  credentials?: Credentials;
+  /**
+   * TLS to the proxy: `true` trusts the system CAs, `{ caFile }` / `{ ca }` trusts only that CA.
+   * Default plaintext.
+   */
+  tls?: TlsOption;
+  /** Older spelling of `tls: true`. */
+  sslEnabled?: boolean;
+  /** Per-RPC timeout towards the proxy. Default 3000 ms. */
+  requestTimeoutMs?: number;
+  /** Upper bound for start(). Default 15000 ms. */
+  startTimeoutMs?: number;
+  /**
+   * Upper bound of the whole shutdown(): draining, flushing and closing the client share this
+   * one budget. Default 10000 ms (IdempotentConsumer: 30000 ms).
+   */
+  shutdownTimeoutMs?: number;
+  /** pino-shaped logger. Default: no output. */
+  logger?: Logger;
+}
+
+/** ConnectionOptions with every default applied and TLS resolved. */
+export interface ResolvedConnection {
+  endpoints: string;
+  dataSource: DataSource;
+  namespace: string;
+  credentials?: Credentials;
+  sslEnabled: boolean;
+  /** Custom CA (PEM) to trust instead of the system CAs. */
+  tlsCa?: Buffer;
+  requestTimeoutMs: number;
+  startTimeoutMs: number;
+  shutdownTimeoutMs: number;
+  logger: Logger;
+}
+
+/** The option names of ConnectionOptions (for each component's list of known options). */
+export const CONNECTION_OPTION_KEYS = [
+  'endpoints',
+  'dataSource',
+  'namespace',
+  'credentials',
+  'tls',
+  'sslEnabled',
+  'requestTimeoutMs',
+  'startTimeoutMs',
+  'shutdownTimeoutMs',
+  'logger',
+] as const satisfies ReadonlyArray<keyof ConnectionOptions>;
+
+/** Validates and resolves the connection options of an options object (other keys are ignored). */
+export function resolveConnection(
+  o: Record<string, unknown>,
+  defaults: { shutdownTimeoutMs: number },
+): ResolvedConnection {
+  const endpoints = requireEndpoints(o.endpoints);
+  const dataSource = requireDataSource(o.dataSource);
+  const credentials = optionalCredentials(o.credentials);
+  return {
+    endpoints,
+    dataSource,
+    namespace: optionalString('namespace', o.namespace, '', { pattern: RESOURCE_NAME_RE }),
+    ...(credentials ? { credentials } : {}),
+    ...resolveTls(o.tls, o.sslEnabled),
+    requestTimeoutMs: optionalInt('requestTimeoutMs', o.requestTimeoutMs, 3000, 100, 120_000),
+    startTimeoutMs: optionalInt('startTimeoutMs', o.startTimeoutMs, 15_000, 100, 600_000),
+    shutdownTimeoutMs: optionalInt(
+      'shutdownTimeoutMs',
+      o.shutdownTimeoutMs,
+      defaults.shutdownTimeoutMs,
+      0,
+      600_000,
+    ),
+    logger: optionalFunctionsOf<Logger>('logger', o.logger, ['debug', 'info', 'warn', 'error']) ?? noopLogger,
+  };
 }

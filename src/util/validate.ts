@@ -65,7 +65,7 @@ export function optionalInt(
 ): number {
   if (value === undefined) return fallback;
   if (typeof value !== 'number' || !Number.isInteger(value) || value < min || value > max) {
-    throw new InvalidOptionError(option, value, `an integer from ${min} to ${max}`);
+    throw new InvalidOptionError(option, value, `an integer from ${min} to ${max}`, { min, max });
   }
   return value;
 }

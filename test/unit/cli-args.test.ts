@@ -110,10 +110,15 @@ describe('CLI flag parsing', () => {
     const b = new FlagBindings();
     b.bind('leaseMs', 'lease', '100ms', 'duration');
     b.bind('transactionTopics', 'transaction-topics', 'x');
-    const lease = b.translate(new InvalidOptionError('leaseMs', 100, 'an integer from 1000 to 3600000'));
+    const lease = b.translate(
+      new InvalidOptionError('leaseMs', 100, 'an integer from 1000 to 3600000', {
+        min: 1000,
+        max: 3_600_000,
+      }),
+    );
     expect(lease?.message).toBe('invalid --lease "100ms": expected a duration from 1s to 1h');
     const topic = b.translate(new InvalidOptionError('transactionTopics[0]', 'x', 'one of options.topics'));
-    expect(topic?.message).toBe('invalid --transaction-topics "x": expected one of the --topics');
+    expect(topic?.message).toBe('invalid --transaction-topics "x": expected one of options.topics');
     expect(b.translate(new InvalidOptionError('batchSize', 0, 'an integer'))).toBeUndefined();
   });
 
@@ -121,9 +126,14 @@ describe('CLI flag parsing', () => {
     const b = new FlagBindings();
     b.bind('transactionTopics', 'transaction-topics', 'x; expected y');
     const err = new InvalidOptionError('transactionTopics[0]', 'x; expected y', 'one of options.topics');
-    expect(err).toMatchObject({ option: 'transactionTopics[0]', expected: 'one of options.topics' });
+    expect(err).toMatchObject({
+      option: 'transactionTopics[0]',
+      value: 'x; expected y',
+      allowed: 'one of options.topics',
+      expected: 'one of options.topics',
+    });
     expect(b.translate(err)?.message).toBe(
-      'invalid --transaction-topics "x; expected y": expected one of the --topics',
+      'invalid --transaction-topics "x; expected y": expected one of options.topics',
     );
   });
 });

@@ -1,5 +1,8 @@
 import { InvalidOptionError, TransactionalProducer } from '../../src';
 import { resolveProducerOptions } from '../../src/producer/options';
+import { resolveConsumerOptions } from '../../src/consumer/options';
+import { resolveRelayOptions } from '../../src/relay/options';
+import { CONNECTION_OPTION_KEYS, type ResolvedConnection } from '../../src/util/clientOptions';
 import { fakeDataSource, Journal } from './fakes/fakes';
 
 const base = () => ({
@@ -78,5 +81,93 @@ describe('TransactionalProducer options', () => {
     expect(() => new TransactionalProducer({ ...base(), topics: 'orders_tx' } as never)).toThrow(
       InvalidOptionError,
     );
+  });
+});
+
+describe('ConnectionOptions: one resolver for producer, consumer and relay', () => {
+  const ds = fakeDataSource(new Journal());
+  const resolvers: Array<[string, (patch: Record<string, unknown>) => unknown]> = [
+    ['producer', (p) => resolveProducerOptions({ ...base(), ...p })],
+    [
+      'consumer',
+      (p) =>
+        resolveConsumerOptions({
+          endpoints: '127.0.0.1:8081',
+          dataSource: ds,
+          consumerGroup: 'g',
+          subscriptions: ['t'],
+          handlers: [{ eventType: 'E', eventVersion: 1, handle: async () => undefined }],
+          ...p,
+        }),
+    ],
+    [
+      'relay',
+      (p) => resolveRelayOptions({ endpoints: '127.0.0.1:8081', dataSource: ds, topics: ['t'], ...p }),
+    ],
+  ];
+
+  it.each(resolvers)('%s takes every connection option under the same name', (_n, resolve) => {
+    const o = resolve({
+      namespace: 'ns',
+      credentials: { accessKey: 'ak', accessSecret: 'sk' },
+      tls: true,
+      requestTimeoutMs: 2000,
+      startTimeoutMs: 3000,
+      shutdownTimeoutMs: 4000,
+    }) as ResolvedConnection;
+    expect(o).toMatchObject({
+      endpoints: '127.0.0.1:8081',
+      namespace: 'ns',
+      credentials: { accessKey: 'ak', accessSecret: 'sk' },
+      sslEnabled: true,
+      requestTimeoutMs: 2000,
+      startTimeoutMs: 3000,
+      shutdownTimeoutMs: 4000,
+    });
+    for (const key of CONNECTION_OPTION_KEYS) expect(() => resolve({ [key]: Symbol('bad') })).toThrow(key);
+  });
+
+  it('the same bad connection option gives the same error on all three', () => {
+    for (const patch of [
+      { endpoints: 'host:1:2' },
+      { requestTimeoutMs: 50 },
+      { tls: { ca: 'nope' } },
+      { sslEnabled: 'yes' },
+      { credentials: { accessKey: 'ak', accessSecret: 7 } },
+    ]) {
+      const errors = resolvers.map(([, resolve]) => {
+        try {
+          resolve(patch);
+        } catch (err) {
+          return err as InvalidOptionError;
+        }
+        throw new Error(`${JSON.stringify(patch)} accepted`);
+      });
+      const [first, ...rest] = errors;
+      for (const e of rest) {
+        expect(e).toBeInstanceOf(InvalidOptionError);
+        expect({ option: e.option, allowed: e.allowed, message: e.message }).toEqual({
+          option: first!.option,
+          allowed: first!.allowed,
+          message: first!.message,
+        });
+      }
+    }
+  });
+
+  it('InvalidOptionError carries option, value, allowed and range; a secret value stays hidden', () => {
+    const err = errorOf({ requestTimeoutMs: 50 });
+    expect(err).toMatchObject({
+      option: 'requestTimeoutMs',
+      value: 50,
+      allowed: 'an integer from 100 to 120000',
+      expected: 'an integer from 100 to 120000',
+      range: { min: 100, max: 120_000 },
+    });
+    expect(Object.keys(err)).not.toContain('value');
+    const secret = errorOf({ credentials: { accessKey: 'ak', accessSecret: 12345 } });
+    expect(secret.value).toBe('(hidden)');
+    expect(JSON.stringify(secret)).not.toContain('12345');
+    expect(errorOf({ delivery: 'x' }).range).toBeUndefined();
   });
 });

@@ -139,6 +139,7 @@ describe('option validation under generated input', () => {
       'maxMessageBytes',
       'delivery',
       'outboxFallback',
+      'onOutcome',
       'logger',
     ];
     const nested = {
@@ -213,7 +214,7 @@ describe('option validation under generated input', () => {
       'logger',
     ];
     const nested = {
-      retry: ['initialDelayMs', 'maxDelayMs'],
+      retry: ['initialDelayMs', 'maxDelayMs', 'jitterMs'],
       credentials: NESTED_CREDENTIALS,
       tls: NESTED_TLS,
     };
@@ -272,9 +273,12 @@ describe('option validation under generated input', () => {
       'startTimeoutMs',
       'shutdownTimeoutMs',
       'logger',
+      'retry',
+      'onOutcome',
     ];
     const nested = {
-      backoff: ['baseDelayMs', 'maxDelayMs', 'jitter'],
+      backoff: ['baseMs', 'baseDelayMs', 'maxDelayMs', 'jitter', 'jitterMs'],
+      retry: ['initialDelayMs', 'maxDelayMs', 'jitterMs', 'baseMs'],
       credentials: NESTED_CREDENTIALS,
       tls: NESTED_TLS,
     };

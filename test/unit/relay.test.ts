@@ -1,14 +1,13 @@
 import type { DataSource, EntityManager } from 'typeorm';
 import {
   InvalidOptionError,
+  noopLogger,
   OutboxRelay,
-  ProducerNotRunningError,
-  RelayNotRunningError,
   TransactionalProducer,
   TransactionResolution,
 } from '../../src';
 import type { GatewayConfig } from '../../src/broker/gateway';
-import type { ClaimedOutboxEvent, ClaimOptions, NewOutboxEvent } from '../../src/store/ports';
+import type { NewOutboxEvent } from '../../src/store/ports';
 import { FakeOutboxStore } from './fakes/outbox';
 import { FakeGateway, FakeStore, Journal, fakeDataSource } from './fakes/fakes';
 
@@ -140,134 +139,71 @@ describe('OutboxRelay (fakes)', () => {
     );
     expect(() => relayWith(store, gateway, { leaseMS: 10 })).toThrow(/options.leaseMS/);
   });
-});
 
-/** A gateway whose start() can be held open, counting starts and shutdowns. */
-class LifecycleGateway extends FakeGateway {
-  starts = 0;
-  shutdowns = 0;
-  release: () => void = () => undefined;
-  private gate: Promise<void> | undefined;
-  constructor(private readonly order: string[] = []) {
-    super(new Journal());
-  }
-  hold(): void {
-    this.gate = new Promise((resolve) => (this.release = resolve));
-  }
-  override async start(): Promise<void> {
-    this.starts++;
-    await this.gate;
-  }
-  override async shutdown(): Promise<void> {
-    this.shutdowns++;
-    this.order.push('gateway.shutdown');
-  }
-}
-
-/** Counts the loop's store calls; claim can be held open to keep a round in flight. */
-class CountingOutboxStore extends FakeOutboxStore {
-  calls = 0;
-  release: () => void = () => undefined;
-  private gate: Promise<void> | undefined;
-  hold(): void {
-    this.gate = new Promise((resolve) => (this.release = resolve));
-  }
-  override async claim(options: ClaimOptions): Promise<ClaimedOutboxEvent[]> {
-    this.calls++;
-    await this.gate;
-    return super.claim(options);
-  }
-  override async promoteUnconfirmed(): Promise<number> {
-    this.calls++;
-    return 0;
-  }
-}
-
-describe('OutboxRelay lifecycle (fakes)', () => {
-  it('two concurrent start() calls start the gateway once and get the same promise', async () => {
-    const gateway = new LifecycleGateway();
-    gateway.hold();
-    const relay = relayWith(new CountingOutboxStore(), gateway);
-    const first = relay.start();
-    const second = relay.start();
-    expect(second).toBe(first);
-    gateway.release();
-    await Promise.all([first, second]);
-    await expect(relay.start()).resolves.toBeUndefined();
-    expect(gateway.starts).toBe(1);
-    await relay.shutdown();
-    expect(gateway.shutdowns).toBe(1);
-  });
-
-  it('shutdown() during start() leaves the relay stopped: gateway closed, no round run, start() refused', async () => {
-    const gateway = new LifecycleGateway();
-    const store = new CountingOutboxStore();
-    gateway.hold();
-    const relay = relayWith(store, gateway);
-    const started = relay.start();
-    const stopped = relay.shutdown();
-    gateway.release();
-    await started;
-    await stopped;
-    expect(gateway).toMatchObject({ starts: 1, shutdowns: 1 });
-    expect(store.calls).toBe(0);
-    await expect(relay.start()).rejects.toBeInstanceOf(RelayNotRunningError);
-    expect(gateway.starts).toBe(1);
-  });
-
-  it('a second shutdown() returns the same promise, settled only after the first finished', async () => {
-    const order: string[] = [];
-    const gateway = new LifecycleGateway(order);
-    const store = new CountingOutboxStore();
-    store.hold();
-    const relay = relayWith(store, gateway);
-    await relay.start();
-    await waitFor(() => store.calls > 0);
-    const first = relay.shutdown();
-    const second = relay.shutdown();
-    expect(second).toBe(first);
-    void second.then(() => order.push('second shutdown settled'));
-    store.release();
-    await Promise.all([first, second]);
-    expect(order).toEqual(['gateway.shutdown', 'second shutdown settled']);
-    expect(gateway.shutdowns).toBe(1);
-  });
-
-  it('start() after shutdown() rejects with RelayNotRunningError, not a producer error', async () => {
-    const gateway = new LifecycleGateway();
-    const relay = relayWith(new CountingOutboxStore(), gateway);
-    await relay.start();
-    await relay.shutdown();
-    const err = await relay.start().then(
-      () => undefined,
-      (e: unknown) => e,
-    );
-    expect(err).toBeInstanceOf(RelayNotRunningError);
-    expect(err).not.toBeInstanceOf(ProducerNotRunningError);
-    expect(err).toMatchObject({ code: 'RELAY_NOT_RUNNING', retriable: false });
-    const neverStarted = relayWith(new CountingOutboxStore(), new LifecycleGateway());
-    await neverStarted.shutdown();
-    await expect(neverStarted.start()).rejects.toMatchObject({ code: 'RELAY_NOT_RUNNING' });
-    expect(gateway.starts).toBe(1);
-  });
-
-  it('stats is a snapshot: changing it does not change the relay', async () => {
+  it('retry is a RetryPolicy; backoff stays accepted as its older name (baseMs), not both at once', () => {
     const store = new FakeOutboxStore();
-    await store.insertEvents({} as EntityManager, [row('s1', 'normal')]);
-    const relay = relayWith(store, new FakeGateway(new Journal()));
-    const before = relay.stats;
-    before.sent = 99;
-    expect(relay.stats.sent).toBe(0);
+    const gateway = new FakeGateway(new Journal());
+    const policy = (extra: Record<string, unknown>) =>
+      (relayWith(store, gateway, extra) as unknown as { options: { retry: unknown } }).options.retry;
+    expect(policy({})).toEqual({ initialDelayMs: 1000, maxDelayMs: 300_000, jitterMs: 1000 });
+    expect(policy({ retry: { initialDelayMs: 50, maxDelayMs: 400 } })).toEqual({
+      initialDelayMs: 50,
+      maxDelayMs: 400,
+      jitterMs: 1000,
+    });
+    expect(policy({ backoff: { baseMs: 50, maxDelayMs: 400, jitterMs: 0 } })).toEqual({
+      initialDelayMs: 50,
+      maxDelayMs: 400,
+      jitterMs: 0,
+    });
+    const both = () => relayWith(store, gateway, { retry: { initialDelayMs: 1 }, backoff: { baseMs: 1 } });
+    expect(both).toThrow(InvalidOptionError);
+    expect(both).toThrow(/Invalid option backoff:/);
+    expect(() => relayWith(store, gateway, { retry: { baseMs: 1 } })).toThrow(/retry\.baseMs/);
+    expect(() => relayWith(store, gateway, { onOutcome: 'x' })).toThrow(/Invalid option onOutcome/);
+  });
+
+  it('onOutcome sees each delivery (sent, retry with its delay, dead) after the counters; a throwing hook is logged', async () => {
+    const store = new FakeOutboxStore();
+    await store.insertEvents({} as EntityManager, [row('ok', 'normal'), row('bad', 'normal')]);
+    const gateway = new FakeGateway(new Journal());
+    const send = gateway.send.bind(gateway);
+    gateway.send = async (m) => {
+      if (m.keys[0] === 'bad') throw new Error('refused');
+      return send(m);
+    };
+    const outcomes: unknown[] = [];
+    const warnings: string[] = [];
+    const logger = { ...noopLogger, warn: (_f: object, msg: string) => warnings.push(msg) };
+    const relay = relayWith(store, gateway, {
+      logger,
+      maxAttempts: 2,
+      retry: { initialDelayMs: 100, maxDelayMs: 100, jitterMs: 0 },
+      onOutcome: (o: { result: string }) => {
+        outcomes.push({ ...o, stats: relay.stats });
+        if (o.result === 'dead') throw new Error('hook bug');
+      },
+    });
     await relay.runOnce();
-    expect(before.sent).toBe(99);
-    expect(relay.stats).toMatchObject({ claimed: 1, sent: 1 });
+    store.now += 1000;
+    await relay.runOnce();
+    expect(outcomes).toEqual(
+      expect.arrayContaining([
+        expect.objectContaining({ eventId: 'ok', result: 'sent', attempts: 1 }),
+        expect.objectContaining({ eventId: 'bad', result: 'retry', attempts: 1, retryInMs: 100 }),
+        expect.objectContaining({
+          eventId: 'bad',
+          result: 'dead',
+          attempts: 2,
+          stats: expect.objectContaining({ dead: 1 }),
+        }),
+      ]),
+    );
+    expect(outcomes).toHaveLength(3);
+    expect(relay.stats).toMatchObject({ sent: 1, failed: 1, dead: 1 });
+    expect(warnings).toContain('onOutcome hook threw');
   });
 });
-
-async function waitFor(cond: () => boolean): Promise<void> {
-  for (let i = 0; i < 500 && !cond(); i++) await new Promise((r) => setImmediate(r));
-  if (!cond()) throw new Error('condition not reached');
-}
 
 describe('TransactionalProducer outbox rows (fakes)', () => {
   async function producerWith(extra: Record<string, unknown> = {}) {

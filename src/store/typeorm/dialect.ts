@@ -32,8 +32,6 @@ export interface Dialect {
   classify(err: unknown): DbErrorKind;
   /** The missing privilege when err is a table or column access denial; undefined otherwise. */
   accessDenied(err: unknown): AccessDenied | undefined;
-  /** Runs fn with the session's row-lock wait bounded to about `ms`, then restores the session. */
-  withLockWait<T>(queryRunner: QueryRunner, ms: number, fn: () => Promise<T>): Promise<T>;
 }
 
 function driverError(err: unknown): {
@@ -76,11 +74,8 @@ function mysqlAccessDenied(err: unknown): AccessDenied | undefined {
   return undefined;
 }
 
-// mysql2's socket-level codes, then the server's "too many connections", "server shutdown" and
-// MariaDB's "connection killed" (errno 1040, 1203, 1053, 1927).
-const CONNECTION_CODES = new Set([
-  'PROTOCOL_CONNECTION_LOST',
-  'PROTOCOL_SEQUENCE_TIMEOUT',
+// Node's socket-level codes, shared by both drivers.
+const SOCKET_CODES = new Set([
   'ECONNREFUSED',
   'ECONNRESET',
   'ETIMEDOUT',
@@ -88,6 +83,14 @@ const CONNECTION_CODES = new Set([
   'EHOSTUNREACH',
   'ENETUNREACH',
   'EAI_AGAIN',
+]);
+
+// mysql2's and Node's socket-level codes, then the server's "too many connections", "server
+// shutdown" and MariaDB's "connection killed" (errno 1040, 1203, 1053, 1927).
+const CONNECTION_CODES = new Set([
+  ...SOCKET_CODES,
+  'PROTOCOL_CONNECTION_LOST',
+  'PROTOCOL_SEQUENCE_TIMEOUT',
   'ER_CON_COUNT_ERROR',
   'ER_TOO_MANY_USER_CONNECTIONS',
   'ER_SERVER_SHUTDOWN',
@@ -121,33 +124,7 @@ export const mysqlDialect: Dialect = {
     return 'OTHER';
   },
   accessDenied: mysqlAccessDenied,
-  async withLockWait(queryRunner, ms, fn) {
-    // innodb_lock_wait_timeout is whole seconds (MariaDB treats 0 as NOWAIT): round up, at least 1.
-    const seconds = Math.max(1, Math.ceil(ms / 1000));
-    // Save and set in one round trip; restore (and clear the variable) in one more.
-    await queryRunner.query(
-      `SET @rocketmq_tx_lock_wait = @@SESSION.innodb_lock_wait_timeout, SESSION innodb_lock_wait_timeout = ${seconds}`,
-    );
-    try {
-      return await fn();
-    } finally {
-      await queryRunner.query(
-        'SET SESSION innodb_lock_wait_timeout = @rocketmq_tx_lock_wait, @rocketmq_tx_lock_wait = NULL',
-      );
-    }
-  },
 };
-
-// Node's socket-level codes, shared by both drivers.
-const SOCKET_CODES = new Set([
-  'ECONNREFUSED',
-  'ECONNRESET',
-  'ETIMEDOUT',
-  'EPIPE',
-  'EHOSTUNREACH',
-  'ENETUNREACH',
-  'EAI_AGAIN',
-]);
 
 // PostgreSQL SQLSTATEs (https://www.postgresql.org/docs/15/errcodes-appendix.html).
 // Class 08 (connection exception), 57P01-57P03 (admin/crash shutdown, cannot connect now),
@@ -200,20 +177,6 @@ export const postgresDialect: Dialect = {
   nowExpression: 'CURRENT_TIMESTAMP(3)',
   classify: postgresClassify,
   accessDenied: postgresAccessDenied,
-  async withLockWait(queryRunner, ms, fn) {
-    // lock_timeout is milliseconds (0 disables it: at least 1). Session-level, saved and restored,
-    // so it holds for autocommit statements and inside a transaction alike; one round trip each.
-    const timeout = `${Math.max(1, Math.ceil(ms))}ms`;
-    const rows: Array<{ previous: string }> = await queryRunner.query(
-      "SELECT current_setting('lock_timeout') AS previous, set_config('lock_timeout', $1, false)",
-      [timeout],
-    );
-    try {
-      return await fn();
-    } finally {
-      await queryRunner.query("SELECT set_config('lock_timeout', $1, false)", [rows[0]?.previous ?? '0']);
-    }
-  },
 };
 
 /**

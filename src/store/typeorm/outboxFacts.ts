@@ -3,6 +3,7 @@ import type { NewOutboxEvent } from '../ports';
 import type { OutboxStatus } from './outboxEntities';
 import { dialectFor, type Dialect, type DialectName } from './dialect';
 import { SqlParams } from './sqlParams';
+import { outboxRowValues } from './statements';
 import { probeTable } from './tableProbe';
 import { toStoreError } from './storeError';
 
@@ -124,20 +125,7 @@ export class TypeOrmFactStore {
     const p = new SqlParams(this.dialect);
     const values = rows
       .map((e) => {
-        const v = [
-          e.eventId,
-          e.txId,
-          e.topic,
-          e.tag ?? null,
-          JSON.stringify(e.keys),
-          JSON.stringify(e.properties),
-          e.aggregateType ?? null,
-          e.aggregateId ?? null,
-          e.aggregateVersion ?? null,
-          e.eventType ?? null,
-          e.eventVersion ?? null,
-          e.body,
-        ].map((x) => p.add(x));
+        const v = outboxRowValues(e).map((x) => p.add(x));
         return `(${v.join(', ')}, COALESCE(${p.add(e.occurredAt ?? null)}, ${now}), ${p.add(e.traceId ?? null)}, 'NEW', 0, ${now})`;
       })
       .join(', ');

@@ -41,6 +41,27 @@ export async function execute<Row = Record<string, unknown>>(
 }
 
 /** The outbox_event statements of one database (see TypeOrmOutboxStore for how they are used). */
+/**
+ * An outbox event's column values from event_id to body, in the order of the outbox_event
+ * insert column lists (keys and properties as JSON text); every insert of an event row uses it.
+ */
+export function outboxRowValues(e: NewOutboxEvent): unknown[] {
+  return [
+    e.eventId,
+    e.txId,
+    e.topic,
+    e.tag ?? null,
+    JSON.stringify(e.keys),
+    JSON.stringify(e.properties),
+    e.aggregateType ?? null,
+    e.aggregateId ?? null,
+    e.aggregateVersion ?? null,
+    e.eventType ?? null,
+    e.eventVersion ?? null,
+    e.body,
+  ];
+}
+
 export interface OutboxSql {
   /** One multi-row INSERT of the events (occurred_at defaults to the database clock). */
   insertEvents(events: readonly NewOutboxEvent[]): Statement;

@@ -1,5 +1,5 @@
 import type { NewOutboxEvent } from '../../ports';
-import type { OutboxSql, Statement } from '../statements';
+import { outboxRowValues, type OutboxSql, type Statement } from '../statements';
 
 // MySQL 8.0+ / MariaDB 10.6+ (SKIP LOCKED). `?` placeholders; `keys` is a reserved word;
 // intervals in microseconds; timestamps DATETIME(3) on the database clock.
@@ -20,23 +20,7 @@ export const mysqlOutboxSql: OutboxSql = {
   insertEvents(events: readonly NewOutboxEvent[]) {
     const params: unknown[] = [];
     for (const e of events) {
-      params.push(
-        e.eventId,
-        e.txId,
-        e.topic,
-        e.tag ?? null,
-        JSON.stringify(e.keys),
-        JSON.stringify(e.properties),
-        e.aggregateType ?? null,
-        e.aggregateId ?? null,
-        e.aggregateVersion ?? null,
-        e.eventType ?? null,
-        e.eventVersion ?? null,
-        e.body,
-        e.occurredAt ?? null,
-        e.traceId ?? null,
-        e.status,
-      );
+      params.push(...outboxRowValues(e), e.occurredAt ?? null, e.traceId ?? null, e.status);
     }
     return stmt(
       `INSERT INTO outbox_event ${INSERT_COLUMNS} VALUES ${events.map(() => INSERT_ROW).join(', ')}`,

@@ -1,5 +1,5 @@
 import type { NewOutboxEvent } from '../../ports';
-import type { OutboxSql, Statement } from '../statements';
+import { outboxRowValues, type OutboxSql, type Statement } from '../statements';
 
 // PostgreSQL 15+. `$n` placeholders; id lists as one array parameter (`= ANY($n::bpchar[])`,
 // bpchar so that the char(36) key's index serves the lookup); intervals as milliseconds times
@@ -29,23 +29,7 @@ export const postgresOutboxSql: OutboxSql = {
   insertEvents(events: readonly NewOutboxEvent[]) {
     const params: unknown[] = [];
     for (const e of events) {
-      params.push(
-        e.eventId,
-        e.txId,
-        e.topic,
-        e.tag ?? null,
-        JSON.stringify(e.keys),
-        JSON.stringify(e.properties),
-        e.aggregateType ?? null,
-        e.aggregateId ?? null,
-        e.aggregateVersion ?? null,
-        e.eventType ?? null,
-        e.eventVersion ?? null,
-        e.body,
-        e.occurredAt ?? null,
-        e.traceId ?? null,
-        e.status,
-      );
+      params.push(...outboxRowValues(e), e.occurredAt ?? null, e.traceId ?? null, e.status);
     }
     return stmt(
       `INSERT INTO outbox_event ${INSERT_COLUMNS} VALUES ${events.map((_, i) => insertRow(i)).join(', ')}`,
