@@ -1,4 +1,9 @@
-import { tableGrants, type GrantComponent } from '../store/typeorm/grants';
+import {
+  mysqlTableGrant,
+  postgresTableGrant,
+  tableGrants,
+  type GrantComponent,
+} from '../store/typeorm/grants';
 import type { DialectName } from '../store/typeorm/dialect';
 import { check, type DoctorCheck } from './report';
 
@@ -6,7 +11,7 @@ import { check, type DoctorCheck } from './report';
 function pgAdvice(missing: readonly string[], table: string, role: string): string {
   const grantable = missing.filter((p) => p !== 'OWNER');
   const parts: string[] = [];
-  if (grantable.length > 0) parts.push(`GRANT ${grantable.join(', ')} ON TABLE ${table} TO "${role}"`);
+  if (grantable.length > 0) parts.push(postgresTableGrant(grantable, table, role));
   if (missing.includes('OWNER'))
     parts.push(`run the migrations as "${role}" (or ALTER TABLE ${table} OWNER TO "${role}")`);
   return `${parts.join('; ')} (rocketMqTxGrants with dialect 'postgres', docs/security.md)`;
@@ -160,7 +165,7 @@ export function compareGrants(
         threshold,
         advice: pg
           ? pgAdvice(missing, table, options.account)
-          : `GRANT ${missing.join(', ')} ON \`${database}\`.\`${table}\` TO ${options.account} (rocketMqTxGrants, docs/security.md)`,
+          : `${mysqlTableGrant(missing, database, table, options.account)} (rocketMqTxGrants, docs/security.md)`,
       });
     }
     if (risky.length > 0) {

@@ -181,6 +181,21 @@ export function tableGrants(
   return out;
 }
 
+/** MySQL/MariaDB: `GRANT <privileges> ON \`database\`.\`table\` TO <account>`. */
+export function mysqlTableGrant(
+  privileges: readonly string[],
+  database: string,
+  table: string,
+  account: string,
+): string {
+  return `GRANT ${privileges.join(', ')} ON \`${database}\`.\`${table}\` TO ${account}`;
+}
+
+/** PostgreSQL: `GRANT <privileges> ON TABLE <table> TO "<role>"` (`table` as written, qualified or not). */
+export function postgresTableGrant(privileges: readonly string[], table: string, role: string): string {
+  return `GRANT ${privileges.join(', ')} ON TABLE ${table} TO "${role}"`;
+}
+
 function requireDialect(dialect: unknown): DialectName {
   if (dialect === undefined || dialect === 'mysql' || dialect === 'postgres') return dialect ?? 'mysql';
   throw new InvalidOptionError('dialect', dialect, '"mysql" or "postgres"');
@@ -214,8 +229,8 @@ function pgGrants(component: GrantComponent, options: GrantOptions): string[] {
   }
   return [
     `GRANT USAGE ON SCHEMA "${schema}" TO "${user}"`,
-    ...Object.entries(tableGrants(component, options)).map(
-      ([table, privileges]) => `GRANT ${privileges.join(', ')} ON TABLE "${schema}"."${table}" TO "${user}"`,
+    ...Object.entries(tableGrants(component, options)).map(([table, privileges]) =>
+      postgresTableGrant(privileges, `"${schema}"."${table}"`, user),
     ),
   ];
 }
@@ -256,7 +271,7 @@ export function rocketMqTxGrants(component: GrantComponent, options: GrantOption
       'a table name of 1-64 letters, digits, "_" or "$"',
     );
   }
-  return Object.entries(tableGrants(component, options)).map(
-    ([table, privileges]) => `GRANT ${privileges.join(', ')} ON \`${database}\`.\`${table}\` TO ${user}`,
+  return Object.entries(tableGrants(component, options)).map(([table, privileges]) =>
+    mysqlTableGrant(privileges, database, table, user),
   );
 }
