@@ -40,7 +40,6 @@ export async function execute<Row = Record<string, unknown>>(
   }
 }
 
-/** The outbox_event statements of one database (see TypeOrmOutboxStore for how they are used). */
 /**
  * An outbox event's column values from event_id to body, in the order of the outbox_event
  * insert column lists (keys and properties as JSON text); every insert of an event row uses it.
@@ -62,6 +61,7 @@ export function outboxRowValues(e: NewOutboxEvent): unknown[] {
   ];
 }
 
+/** The outbox_event statements of one database (see TypeOrmOutboxStore for how they are used). */
 export interface OutboxSql {
   /** One multi-row INSERT of the events (occurred_at defaults to the database clock). */
   insertEvents(events: readonly NewOutboxEvent[]): Statement;
@@ -110,6 +110,19 @@ export interface ClaimedRow {
 }
 
 /** The consumed_event and aggregate_cursor statements of one database (see TypeOrmInboxStore). */
+/** A consumed_event row's values, in the order of the insert column lists, outcome APPLIED. */
+export function consumedRowValues(row: ConsumedRow): unknown[] {
+  return [
+    row.consumerGroup,
+    row.eventId,
+    row.eventType,
+    row.aggregateType,
+    row.aggregateId,
+    row.aggregateVersion,
+    'APPLIED',
+  ];
+}
+
 export interface InboxSql {
   /**
    * Whether the consumer's transaction pins READ COMMITTED. MySQL/MariaDB: no (the server's

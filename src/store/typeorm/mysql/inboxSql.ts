@@ -1,4 +1,4 @@
-import type { InboxSql } from '../statements';
+import { consumedRowValues, type InboxSql } from '../statements';
 
 // MySQL/MariaDB: a duplicate dedupe row fails with ER_DUP_ENTRY, which the store reads as "not
 // inserted"; InnoDB keeps the transaction open after a failed statement, so it goes on.
@@ -10,15 +10,7 @@ export const mysqlInboxSql: InboxSql = {
       sql:
         'INSERT INTO consumed_event (consumer_group, event_id, event_type, aggregate_type, aggregate_id,' +
         ' aggregate_version, outcome) VALUES (?, ?, ?, ?, ?, ?, ?)',
-      params: [
-        row.consumerGroup,
-        row.eventId,
-        row.eventType,
-        row.aggregateType,
-        row.aggregateId,
-        row.aggregateVersion,
-        'APPLIED',
-      ],
+      params: consumedRowValues(row),
     };
   },
 

@@ -1,4 +1,4 @@
-import type { InboxSql } from '../statements';
+import { consumedRowValues, type InboxSql } from '../statements';
 
 // PostgreSQL: a failed statement aborts the whole transaction, so a duplicate is never an error
 // here: ON CONFLICT DO NOTHING (which, like InnoDB, waits on a concurrent uncommitted insert of
@@ -12,15 +12,7 @@ export const postgresInboxSql: InboxSql = {
         'INSERT INTO consumed_event (consumer_group, event_id, event_type, aggregate_type, aggregate_id,' +
         ' aggregate_version, outcome) VALUES ($1, $2, $3, $4, $5, $6, $7)' +
         ' ON CONFLICT (consumer_group, event_id) DO NOTHING RETURNING 1 AS inserted',
-      params: [
-        row.consumerGroup,
-        row.eventId,
-        row.eventType,
-        row.aggregateType,
-        row.aggregateId,
-        row.aggregateVersion,
-        'APPLIED',
-      ],
+      params: consumedRowValues(row),
     };
   },
 
