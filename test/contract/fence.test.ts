@@ -263,7 +263,8 @@ describe(`check-back fence (${DB})`, () => {
     );
   });
 
-  it('many instances racing on a producer that rolls back: one tombstone, never COMMIT', async () => {
+  /** Four check-back instances wait on one open producer transaction, which then commits or rolls back. */
+  async function raceFourOnProducer(commit: boolean) {
     const checkers = await Promise.all([1, 2, 3, 4].map(() => instance()));
     const txId = uuidv7();
     const producer = await openProducerTx(txId);
@@ -276,8 +277,12 @@ describe(`check-back fence (${DB})`, () => {
         description: 'every check-back waiting on the producer transaction',
       },
     );
-    await end(producer.qr, false);
-    const answers = await racing;
+    await end(producer.qr, commit);
+    return { txId, checkers, answers: await racing };
+  }
+
+  it('many instances racing on a producer that rolls back: one tombstone, never COMMIT', async () => {
+    const { txId, checkers, answers } = await raceFourOnProducer(false);
     const tally = tallyOf(answers);
     expect(answers.filter((a) => a.resolution === 'COMMIT')).toEqual([]);
     expect(answers.filter((a) => a.decidedBy === 'fenced')).toHaveLength(1);
@@ -299,20 +304,7 @@ describe(`check-back fence (${DB})`, () => {
   });
 
   it('many instances racing on a producer that commits: every answer COMMIT', async () => {
-    const checkers = await Promise.all([1, 2, 3, 4].map(() => instance()));
-    const txId = uuidv7();
-    const producer = await openProducerTx(txId);
-    const racing = Promise.all(checkers.map((c) => c.resolver.resolveDecision(message(txId))));
-    await waitFor(
-      async () => (await server.waitersOn(producerDs, producer.session, txId)) >= checkers.length,
-      {
-        timeoutMs: LONG_WAIT_MS - 1000,
-        intervalMs: 20,
-        description: 'every check-back waiting on the producer transaction',
-      },
-    );
-    await end(producer.qr, true);
-    const answers = await racing;
+    const { answers } = await raceFourOnProducer(true);
     expect(answers.map((a) => a.resolution)).toEqual(['COMMIT', 'COMMIT', 'COMMIT', 'COMMIT']);
     summary.push(`${DB} 4 check-backs, producer commits: ${tallyOf(answers)}`);
   });
