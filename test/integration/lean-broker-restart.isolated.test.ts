@@ -4,16 +4,12 @@
  * `npx jest test/integration/lean-broker-restart.isolated.test.ts --selectProjects isolated`.
  */
 import type { DataSource } from 'typeorm';
+import * as rocketmq from '../../scripts/rocketmq';
 import { BrokerUnavailableError, TransactionalProducer, uuidv7 } from '../../src';
 import { Collector } from '../helpers/collector';
 import { ensureSchema, openDataSource, orderExists, txRecord } from '../helpers/db';
-import { ENDPOINTS, waitFor } from '../helpers/env';
-
-// eslint-disable-next-line @typescript-eslint/no-require-imports
-const rocketmq = require('../../scripts/rocketmq.js') as {
-  start(options?: { quiet?: boolean }): Promise<void>;
-  stop(options?: { quiet?: boolean; components?: string[] }): Promise<void>;
-};
+import { waitFor } from '../helpers/env';
+import { makeProducer } from '../helpers/producer';
 
 const TOPIC = 'rmqtx_tx_19';
 
@@ -25,12 +21,9 @@ describe("transport: 'lean' across a proxy restart", () => {
   beforeAll(async () => {
     ds = await openDataSource();
     await ensureSchema(ds);
-    producer = new TransactionalProducer({
-      endpoints: ENDPOINTS,
-      dataSource: ds,
+    producer = makeProducer(ds, {
       producerGroup: 'it_lean_restart',
       topics: [TOPIC],
-      startTimeoutMs: 30_000,
       requestTimeoutMs: 2000,
       transport: 'lean',
     });

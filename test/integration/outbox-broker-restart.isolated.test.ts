@@ -3,18 +3,13 @@
  * traffic), e.g. `npx jest test/integration/outbox-broker-restart.isolated.test.ts --selectProjects isolated` (npm test runs it alone, after the rest).
  */
 import type { DataSource } from 'typeorm';
+import * as rocketmq from '../../scripts/rocketmq';
 import { TransactionalProducer } from '../../src';
 import { Collector } from '../helpers/collector';
 import { ensureSchema, openDataSource } from '../helpers/db';
 import { waitFor } from '../helpers/env';
 import { makeProducer } from '../helpers/producer';
 import { countByStatus, makeRelay } from '../helpers/relay';
-
-// eslint-disable-next-line @typescript-eslint/no-require-imports
-const rocketmq = require('../../scripts/rocketmq.js') as {
-  start(options?: { quiet?: boolean }): Promise<void>;
-  stop(options?: { quiet?: boolean; components?: string[] }): Promise<void>;
-};
 
 const TOPIC = 'rmqtx_normal_1';
 const LOAD = 60;
