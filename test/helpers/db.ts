@@ -173,3 +173,43 @@ export async function countRows(ds: DataSource, table: 'tx_record' | 'test_order
   const rows = await ds.query(`SELECT COUNT(*) AS n FROM ${table}`);
   return Number(rows[0].n);
 }
+
+/** The units the tests shift timestamps by. */
+export type IntervalUnit = 'MICROSECOND' | 'SECOND' | 'MINUTE' | 'HOUR' | 'DAY';
+
+function shifted(sign: '-' | '+', amount: number | '?', unit: IntervalUnit, database: TestDatabase): string {
+  if (database !== 'postgres') return `CURRENT_TIMESTAMP(3) ${sign} INTERVAL ${amount} ${unit}`;
+  const n = amount === '?' ? '?::double precision' : String(amount);
+  return `CURRENT_TIMESTAMP(3) ${sign} ${n} * interval '1 ${unit.toLowerCase()}'`;
+}
+
+/**
+ * The database clock `amount` units ago, as an SQL expression: `amount` is a number or `'?'` (a
+ * placeholder: write the statement with `?` and pass it through sql()).
+ */
+export function ago(
+  amount: number | '?',
+  unit: IntervalUnit,
+  database: TestDatabase = TEST_DATABASE,
+): string {
+  return shifted('-', amount, unit, database);
+}
+
+/** The database clock `amount` units ahead (see ago()). */
+export function ahead(
+  amount: number | '?',
+  unit: IntervalUnit,
+  database: TestDatabase = TEST_DATABASE,
+): string {
+  return shifted('+', amount, unit, database);
+}
+
+/** A quoted identifier (a column such as `keys`, reserved on MySQL). */
+export function qid(name: string, database: TestDatabase = TEST_DATABASE): string {
+  return database === 'postgres' ? `"${name}"` : `\`${name}\``;
+}
+
+/** `count` `?` placeholders, comma-separated (for sql()). */
+export function qs(count: number): string {
+  return Array.from({ length: count }, () => '?').join(', ');
+}
