@@ -34,6 +34,7 @@ const POSTGRES_COMPONENT_SUITES = [
   'startup',
   'status',
   'retention',
+  'archive',
 ];
 
 const DEFAULT_DB_URL = 'mysql://root@127.0.0.1:3306/test';

@@ -213,3 +213,47 @@ export function qid(name: string, database: TestDatabase = TEST_DATABASE): strin
 export function qs(count: number): string {
   return Array.from({ length: count }, () => '?').join(', ');
 }
+
+/** A driver error as the test database reports a deadlock (what the dialect classifies as one). */
+export function deadlockError(database: TestDatabase = TEST_DATABASE): Error {
+  return database === 'postgres'
+    ? Object.assign(new Error('deadlock detected'), { code: '40P01' })
+    : Object.assign(new Error('Deadlock found'), { code: 'ER_LOCK_DEADLOCK', errno: 1213 });
+}
+
+/** `url` with its database (path) replaced by `database`. */
+export function urlWithDatabase(database: string, url: string = DB_URL): string {
+  const u = new URL(url);
+  u.pathname = `/${database}`;
+  return u.toString();
+}
+
+/**
+ * A scratch database `name` on the test server (dropped first if a crashed run left it), with
+ * `admin`, a DataSource on the server's test database that created it. drop() drops it (on
+ * PostgreSQL with FORCE: pool connections of a failed test may still be open) and closes admin.
+ */
+export async function createScratchDatabase(
+  name: string,
+  url: string = DB_URL,
+): Promise<{ url: string; admin: DataSource; drop(): Promise<void> }> {
+  const database = databaseOf(url);
+  const admin = await new DataSource({ type: database, url, poolSize: 2 }).initialize();
+  const dropSql =
+    database === 'postgres'
+      ? `DROP DATABASE IF EXISTS ${name} WITH (FORCE)`
+      : `DROP DATABASE IF EXISTS ${name}`;
+  await admin.query(dropSql);
+  await admin.query(`CREATE DATABASE ${name}`);
+  return {
+    url: urlWithDatabase(name, url),
+    admin,
+    drop: async () => {
+      try {
+        await admin.query(dropSql);
+      } finally {
+        await admin.destroy();
+      }
+    },
+  };
+}
