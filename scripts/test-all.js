@@ -35,6 +35,7 @@ const POSTGRES_COMPONENT_SUITES = [
   'status',
   'retention',
   'archive',
+  'reconcile',
 ];
 
 const DEFAULT_DB_URL = 'mysql://root@127.0.0.1:3306/test';
