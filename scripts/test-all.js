@@ -36,6 +36,8 @@ const POSTGRES_COMPONENT_SUITES = [
   'retention',
   'archive',
   'reconcile',
+  'metrics',
+  'lean-transport',
 ];
 
 const DEFAULT_DB_URL = 'mysql://root@127.0.0.1:3306/test';
