@@ -14,7 +14,15 @@ import {
   type StatusReport,
 } from '../../src';
 import { Collector } from '../helpers/collector';
-import { ensureSchema, openDataSource } from '../helpers/db';
+import {
+  TEST_DATABASE,
+  ago,
+  createScratchDatabase,
+  ensureSchema,
+  openDataSource,
+  qs,
+  sql,
+} from '../helpers/db';
 import { DB_URL, ENDPOINTS, waitFor } from '../helpers/env';
 import { buildCli } from '../helpers/buildCli';
 
@@ -98,7 +106,7 @@ function outboxEvent(
   };
 }
 
-describe('rocketmq-tx CLI as a child process (real MariaDB and broker)', () => {
+describe(`rocketmq-tx CLI as a child process (real database: ${TEST_DATABASE}, real broker)`, () => {
   let ds: DataSource;
   let store: TypeOrmOutboxStore;
   const mine: string[] = [];
@@ -114,7 +122,9 @@ describe('rocketmq-tx CLI as a child process (real MariaDB and broker)', () => {
   async function rows(ids: readonly string[]) {
     const r: Array<{ event_id: string; status: string; attempts: number; lease_owner: string | null }> =
       await ds.query(
-        `SELECT event_id, status, attempts, lease_owner FROM outbox_event WHERE event_id IN (${ids.map(() => '?').join(', ')})`,
+        sql(
+          `SELECT event_id, status, attempts, lease_owner FROM outbox_event WHERE event_id IN (${qs(ids.length)})`,
+        ),
         [...ids],
       );
     return new Map(r.map((x) => [x.event_id, { ...x, attempts: Number(x.attempts) }]));
@@ -131,10 +141,10 @@ describe('rocketmq-tx CLI as a child process (real MariaDB and broker)', () => {
     // Only this file's rows.
     for (let i = 0; i < mine.length; i += 500) {
       const ids = mine.slice(i, i + 500);
-      await ds.query(`DELETE FROM outbox_event WHERE event_id IN (${ids.map(() => '?').join(', ')})`, ids);
+      await ds.query(sql(`DELETE FROM outbox_event WHERE event_id IN (${qs(ids.length)})`), ids);
     }
     if (myTxIds.length > 0) {
-      await ds.query(`DELETE FROM tx_record WHERE tx_id IN (${myTxIds.map(() => '?').join(', ')})`, myTxIds);
+      await ds.query(sql(`DELETE FROM tx_record WHERE tx_id IN (${qs(myTxIds.length)})`), myTxIds);
     }
     await ds?.destroy();
     rmSync(BUILD, { recursive: true, force: true });
@@ -184,21 +194,18 @@ describe('rocketmq-tx CLI as a child process (real MariaDB and broker)', () => {
     );
     expect(broker.stderr).not.toMatch(/\n\s+at /);
 
-    const empty = `rmqtx_scratch_cli_${RUN}_empty`;
-    await ds.query(`CREATE DATABASE ${empty}`);
+    const empty = await createScratchDatabase(`rmqtx_scratch_cli_${RUN}_empty`);
     try {
-      const noTables = await cli(['relay', '--topics', NORMAL], {
-        ROCKETMQ_TX_DB_URL: DB_URL.replace(/\/[^/]*$/, `/${empty}`),
-      });
+      const noTables = await cli(['relay', '--topics', NORMAL], { ROCKETMQ_TX_DB_URL: empty.url });
       expect(noTables.code).toBe(1);
-      expect(noTables.stderr).toMatch(
-        new RegExp(
-          `^rocketmq-tx relay: ER_NO_SUCH_TABLE: Table '${empty}\\.outbox_event' doesn't exist .*run the SDK migrations`,
-        ),
-      );
+      const missing =
+        TEST_DATABASE === 'postgres'
+          ? '42P01: relation "outbox_event" does not exist'
+          : `ER_NO_SUCH_TABLE: Table 'rmqtx_scratch_cli_${RUN}_empty\\.outbox_event' doesn't exist`;
+      expect(noTables.stderr).toMatch(new RegExp(`^rocketmq-tx relay: ${missing} .*run the SDK migrations`));
       expect(noTables.stderr.trimEnd().split('\n')).toHaveLength(1);
     } finally {
-      await ds.query(`DROP DATABASE IF EXISTS ${empty}`);
+      await empty.drop();
     }
   });
 
@@ -208,11 +215,11 @@ describe('rocketmq-tx CLI as a child process (real MariaDB and broker)', () => {
     const fenced = uuidv7();
     myTxIds.push(...committed, fenced);
     await ds.query(
-      `INSERT INTO tx_record (tx_id, status, resolved_by, producer_group, topic, event_count, created_at) VALUES
-         (?, 'COMMITTED', 'PRODUCER', ?, ?, 1, CURRENT_TIMESTAMP(3) - INTERVAL 10 MINUTE),
-         (?, 'COMMITTED', 'PRODUCER', ?, ?, 1, CURRENT_TIMESTAMP(3) - INTERVAL 5 MINUTE),
+      sql(`INSERT INTO tx_record (tx_id, status, resolved_by, producer_group, topic, event_count, created_at) VALUES
+         (?, 'COMMITTED', 'PRODUCER', ?, ?, 1, ${ago(10, 'MINUTE')}),
+         (?, 'COMMITTED', 'PRODUCER', ?, ?, 1, ${ago(5, 'MINUTE')}),
          (?, 'COMMITTED', 'CHECK_BACK', ?, ?, 1, CURRENT_TIMESTAMP(3)),
-         (?, 'ROLLED_BACK', 'CHECK_BACK', ?, ?, 0, CURRENT_TIMESTAMP(3))`,
+         (?, 'ROLLED_BACK', 'CHECK_BACK', ?, ?, 0, CURRENT_TIMESTAMP(3))`),
       [
         committed[0],
         GROUP,
@@ -239,11 +246,13 @@ describe('rocketmq-tx CLI as a child process (real MariaDB and broker)', () => {
     ]);
     const ids = mine.slice(-7);
     await ds.query(
-      `UPDATE outbox_event SET status = 'SENT', published_at = CURRENT_TIMESTAMP(3) WHERE event_id IN (?, ?)`,
+      sql(
+        `UPDATE outbox_event SET status = 'SENT', published_at = CURRENT_TIMESTAMP(3) WHERE event_id IN (?, ?)`,
+      ),
       [ids[3], ids[4]],
     );
     await ds.query(
-      `UPDATE outbox_event SET status = 'DEAD', attempts = 10, last_error = 'x' WHERE event_id = ?`,
+      sql(`UPDATE outbox_event SET status = 'DEAD', attempts = 10, last_error = 'x' WHERE event_id = ?`),
       [ids[5]],
     );
 
@@ -287,9 +296,9 @@ describe('rocketmq-tx CLI as a child process (real MariaDB and broker)', () => {
       outboxEvent(NORMAL, 'NEW'),
     ]);
     await ds.query(
-      `UPDATE outbox_event SET status = 'DEAD', attempts = 10, last_error = CONCAT('BrokerUnavailableError: boom ', ?, ' ', event_id)
-       WHERE event_id IN (?, ?, ?)`,
-      [RUN, ...ids],
+      sql(`UPDATE outbox_event SET status = 'DEAD', attempts = 10, last_error = CONCAT('BrokerUnavailableError: boom ${RUN} ', event_id)
+       WHERE event_id IN (?, ?, ?)`),
+      ids,
     );
     const list = await cli(['dead-letter', 'list', '--event-id', ids.join(','), '--json']);
     expect(list.code).toBe(0);
@@ -436,7 +445,9 @@ describe('rocketmq-tx CLI as a child process (real MariaDB and broker)', () => {
       ),
     );
     await ds.query(
-      `UPDATE outbox_event SET status = 'SENT', published_at = CURRENT_TIMESTAMP(3) WHERE event_id IN (?, ?, ?)`,
+      sql(
+        `UPDATE outbox_event SET status = 'SENT', published_at = CURRENT_TIMESTAMP(3) WHERE event_id IN (?, ?, ?)`,
+      ),
       present,
     );
     const facts = [1, 2, 3, 4, 5].map((i) => ({
@@ -466,7 +477,7 @@ exports.topics = [${JSON.stringify(NORMAL)}];
     const env = { CLI_IT_FACTS: JSON.stringify(facts) };
     const countOf = async () => {
       const r: Array<{ n: string }> = await ds.query(
-        `SELECT COUNT(*) AS n FROM outbox_event WHERE aggregate_type = ?`,
+        sql(`SELECT COUNT(*) AS n FROM outbox_event WHERE aggregate_type = ?`),
         [type],
       );
       return Number(r[0]!.n);
@@ -501,7 +512,9 @@ exports.topics = [${JSON.stringify(NORMAL)}];
       expect(w).toMatchObject({ dryRun: false, republished: 2 });
       const written: Array<{ event_id: string; status: string; tx_id: string; aggregate_id: string }> =
         await ds.query(
-          `SELECT event_id, status, tx_id, aggregate_id FROM outbox_event WHERE aggregate_type = ? AND aggregate_id IN ('o4', 'o5') ORDER BY aggregate_id`,
+          sql(
+            `SELECT event_id, status, tx_id, aggregate_id FROM outbox_event WHERE aggregate_type = ? AND aggregate_id IN ('o4', 'o5') ORDER BY aggregate_id`,
+          ),
           [type],
         );
       mine.push(...written.map((x) => x.event_id));
@@ -532,11 +545,10 @@ exports.topics = [${JSON.stringify(NORMAL)}];
   });
 
   it('archive --older-than moves old SENT rows in bounded batches (own scratch database), --dry-run counts', async () => {
-    const scratch = `rmqtx_scratch_cli_${RUN}`;
-    await ds.query(`CREATE DATABASE ${scratch}`);
-    const url = DB_URL.replace(/\/[^/]*$/, `/${scratch}`);
+    const scratch = await createScratchDatabase(`rmqtx_scratch_cli_${RUN}`);
+    const url = scratch.url;
     const sds = new DataSource({
-      type: 'mysql',
+      type: TEST_DATABASE,
       url,
       migrations: [...rocketMqTxMigrations, ...rocketMqTxArchiveMigrations],
       migrationsTableName: 'rocketmq_tx_migrations',
@@ -552,12 +564,14 @@ exports.topics = [${JSON.stringify(NORMAL)}];
       await sds.transaction((m) => s.insertEvents(m, [...old, ...fresh, ...pending]));
       const list = (es: NewOutboxEvent[]) => es.map((e) => e.eventId);
       await sds.query(
-        `UPDATE outbox_event SET status = 'SENT', published_at = CURRENT_TIMESTAMP(3) - INTERVAL 2 DAY,
-           next_attempt_at = CURRENT_TIMESTAMP(3) - INTERVAL 2 DAY WHERE event_id IN (${old.map(() => '?').join(', ')})`,
+        sql(`UPDATE outbox_event SET status = 'SENT', published_at = ${ago(2, 'DAY')},
+           next_attempt_at = ${ago(2, 'DAY')} WHERE event_id IN (${qs(old.length)})`),
         list(old),
       );
       await sds.query(
-        `UPDATE outbox_event SET status = 'SENT', published_at = CURRENT_TIMESTAMP(3) WHERE event_id IN (?, ?)`,
+        sql(
+          `UPDATE outbox_event SET status = 'SENT', published_at = CURRENT_TIMESTAMP(3) WHERE event_id IN (?, ?)`,
+        ),
         list(fresh),
       );
       const env = { ROCKETMQ_TX_DB_URL: url };
@@ -584,7 +598,7 @@ exports.topics = [${JSON.stringify(NORMAL)}];
       expect(json(again)).toMatchObject({ mode: 'archive', outboxEvents: 0 });
     } finally {
       if (sds.isInitialized) await sds.destroy();
-      await ds.query(`DROP DATABASE IF EXISTS ${scratch}`);
+      await scratch.drop();
     }
   });
 });
