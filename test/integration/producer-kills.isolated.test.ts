@@ -4,8 +4,11 @@
  * built-in discard recovery; a raw consumer collects everything. Nothing committed may be lost,
  * nothing rolled back delivered; duplicates are counted and printed (same eventId, at least once).
  * Isolated project: it loads the shared broker, and starts a second one with checkMax = 1.
+ * The database is ROCKETMQ_TX_DB_URL's (MariaDB or PostgreSQL; the instances inherit it):
+ * scripts/test-all.js runs the check-max-5 case a second time on PostgreSQL with fewer kills.
  */
 import * as path from 'node:path';
+import { TEST_DATABASE } from '../helpers/db';
 import { ENDPOINTS } from '../helpers/env';
 import { runKillScenario, type KillReport } from '../helpers/killScenario';
 
@@ -24,7 +27,7 @@ const LOW_MAX_ENV: Record<string, string> = {
 
 function print(title: string, r: KillReport): void {
   console.log(
-    `${title}: ${r.kills} kills, ${r.committedEvents} committed events (${r.committedTransactions} tx), ` +
+    `${title} (${TEST_DATABASE}): ${r.kills} kills, ${r.committedEvents} committed events (${r.committedTransactions} tx), ` +
       `lost ${r.lost}, phantom ${r.phantom}, duplicates ${r.duplicates} ` +
       `(${((100 * r.duplicates) / Math.max(1, r.committedEvents)).toFixed(2)} %, ` +
       `${(r.duplicates / Math.max(1, r.kills)).toFixed(1)} per kill: broker ${r.brokerDuplicates}, ` +
