@@ -61,6 +61,12 @@ export function transactionDepth(queryRunner: QueryRunner): number {
   return typeof depth === 'number' ? depth : queryRunner.isTransactionActive ? 1 : 0;
 }
 
+/** The DataSource's subscriber list (absent on a DataSource stand-in that has none). */
+function subscribersOf(dataSource: DataSource): EntitySubscriberInterface[] | undefined {
+  const subscribers = (dataSource as { subscribers?: unknown }).subscribers;
+  return Array.isArray(subscribers) ? (subscribers as EntitySubscriberInterface[]) : undefined;
+}
+
 /**
  * A TypeORM subscriber that tells the producer when a joined transaction is really over.
  * TypeORM sends transaction events to every subscriber for every QueryRunner, also on savepoint
@@ -77,12 +83,14 @@ export class JoinedTransactions implements EntitySubscriberInterface {
 
   /** Registers this subscriber on the DataSource (again after a re-initialize replaced its list). */
   attach(dataSource: DataSource): void {
-    if (!dataSource.subscribers.includes(this)) dataSource.subscribers.push(this);
+    const subscribers = subscribersOf(dataSource);
+    if (subscribers && !subscribers.includes(this)) subscribers.push(this);
   }
 
   detach(dataSource: DataSource): void {
-    const at = dataSource.subscribers.indexOf(this);
-    if (at >= 0) dataSource.subscribers.splice(at, 1);
+    const subscribers = subscribersOf(dataSource);
+    const at = subscribers ? subscribers.indexOf(this) : -1;
+    if (at >= 0) subscribers!.splice(at, 1);
   }
 
   get(queryRunner: QueryRunner): JoinedTransaction | undefined {
