@@ -31,6 +31,13 @@ const POSTGRES_COMPONENT_SUITES = [
   'consumer',
   'consumer-crash',
   'order-service',
+  'startup',
+  'status',
+  'retention',
+  'archive',
+  'reconcile',
+  'metrics',
+  'lean-transport',
 ];
 
 const DEFAULT_DB_URL = 'mysql://root@127.0.0.1:3306/test';

@@ -173,3 +173,87 @@ export async function countRows(ds: DataSource, table: 'tx_record' | 'test_order
   const rows = await ds.query(`SELECT COUNT(*) AS n FROM ${table}`);
   return Number(rows[0].n);
 }
+
+/** The units the tests shift timestamps by. */
+export type IntervalUnit = 'MICROSECOND' | 'SECOND' | 'MINUTE' | 'HOUR' | 'DAY';
+
+function shifted(sign: '-' | '+', amount: number | '?', unit: IntervalUnit, database: TestDatabase): string {
+  if (database !== 'postgres') return `CURRENT_TIMESTAMP(3) ${sign} INTERVAL ${amount} ${unit}`;
+  const n = amount === '?' ? '?::double precision' : String(amount);
+  return `CURRENT_TIMESTAMP(3) ${sign} ${n} * interval '1 ${unit.toLowerCase()}'`;
+}
+
+/**
+ * The database clock `amount` units ago, as an SQL expression: `amount` is a number or `'?'` (a
+ * placeholder: write the statement with `?` and pass it through sql()).
+ */
+export function ago(
+  amount: number | '?',
+  unit: IntervalUnit,
+  database: TestDatabase = TEST_DATABASE,
+): string {
+  return shifted('-', amount, unit, database);
+}
+
+/** The database clock `amount` units ahead (see ago()). */
+export function ahead(
+  amount: number | '?',
+  unit: IntervalUnit,
+  database: TestDatabase = TEST_DATABASE,
+): string {
+  return shifted('+', amount, unit, database);
+}
+
+/** A quoted identifier (a column such as `keys`, reserved on MySQL). */
+export function qid(name: string, database: TestDatabase = TEST_DATABASE): string {
+  return database === 'postgres' ? `"${name}"` : `\`${name}\``;
+}
+
+/** `count` `?` placeholders, comma-separated (for sql()). */
+export function qs(count: number): string {
+  return Array.from({ length: count }, () => '?').join(', ');
+}
+
+/** A driver error as the test database reports a deadlock (what the dialect classifies as one). */
+export function deadlockError(database: TestDatabase = TEST_DATABASE): Error {
+  return database === 'postgres'
+    ? Object.assign(new Error('deadlock detected'), { code: '40P01' })
+    : Object.assign(new Error('Deadlock found'), { code: 'ER_LOCK_DEADLOCK', errno: 1213 });
+}
+
+/** `url` with its database (path) replaced by `database`. */
+export function urlWithDatabase(database: string, url: string = DB_URL): string {
+  const u = new URL(url);
+  u.pathname = `/${database}`;
+  return u.toString();
+}
+
+/**
+ * A scratch database `name` on the test server (dropped first if a crashed run left it), with
+ * `admin`, a DataSource on the server's test database that created it. drop() drops it (on
+ * PostgreSQL with FORCE: pool connections of a failed test may still be open) and closes admin.
+ */
+export async function createScratchDatabase(
+  name: string,
+  url: string = DB_URL,
+): Promise<{ url: string; admin: DataSource; drop(): Promise<void> }> {
+  const database = databaseOf(url);
+  const admin = await new DataSource({ type: database, url, poolSize: 2 }).initialize();
+  const dropSql =
+    database === 'postgres'
+      ? `DROP DATABASE IF EXISTS ${name} WITH (FORCE)`
+      : `DROP DATABASE IF EXISTS ${name}`;
+  await admin.query(dropSql);
+  await admin.query(`CREATE DATABASE ${name}`);
+  return {
+    url: urlWithDatabase(name, url),
+    admin,
+    drop: async () => {
+      try {
+        await admin.query(dropSql);
+      } finally {
+        await admin.destroy();
+      }
+    },
+  };
+}

@@ -5,33 +5,28 @@ import {
   Retention,
   StoreError,
   rocketMqTxArchiveMigrations,
-  rocketMqTxEntities,
   rocketMqTxMigrations,
   uuidv7,
   type RetentionProgress,
   type RetentionReport,
 } from '../../src';
-import { DB_URL } from '../helpers/env';
+import { rocketMqTxEntitiesFor } from '../../src/store/typeorm/entities';
+import { TEST_DATABASE, ago, createScratchDatabase, deadlockError, qid, qs, sql } from '../helpers/db';
 
 const DAY_MS = 24 * 3600 * 1000;
 // Its own database: a purge or archive over the shared one would race other files' old rows.
 const SCRATCH = `rmqtx_scratch_archive_${process.pid}`;
 
-describe('Retention.archive() on MariaDB', () => {
-  let admin: DataSource;
+describe(`Retention.archive() (${TEST_DATABASE})`, () => {
+  let scratch: Awaited<ReturnType<typeof createScratchDatabase>> | undefined;
   let ds: DataSource;
 
   beforeAll(async () => {
-    admin = new DataSource({ type: 'mysql', url: DB_URL, poolSize: 2 });
-    await admin.initialize();
-    await admin.query(`DROP DATABASE IF EXISTS ${SCRATCH}`);
-    await admin.query(`CREATE DATABASE ${SCRATCH}`);
-    const url = new URL(DB_URL);
-    url.pathname = `/${SCRATCH}`;
+    scratch = await createScratchDatabase(SCRATCH);
     ds = new DataSource({
-      type: 'mysql',
-      url: url.toString(),
-      entities: [...rocketMqTxEntities],
+      type: TEST_DATABASE,
+      url: scratch.url,
+      entities: [...rocketMqTxEntitiesFor(TEST_DATABASE)],
       migrations: [...rocketMqTxMigrations, ...rocketMqTxArchiveMigrations],
       migrationsTableName: 'rocketmq_tx_migrations',
       poolSize: 8,
@@ -42,8 +37,7 @@ describe('Retention.archive() on MariaDB', () => {
 
   afterAll(async () => {
     await ds?.destroy();
-    await admin?.query(`DROP DATABASE IF EXISTS ${SCRATCH}`);
-    await admin?.destroy();
+    await scratch?.drop();
   });
 
   const retention = (extra: Partial<ConstructorParameters<typeof Retention>[0]> = {}, internals = {}) =>
@@ -55,8 +49,8 @@ describe('Retention.archive() on MariaDB', () => {
   async function txRecord(ageDays: number): Promise<string> {
     const txId = uuidv7();
     await ds.query(
-      `INSERT INTO tx_record (tx_id, status, resolved_by, producer_group, topic, event_count, created_at)
-       VALUES (?, 'COMMITTED', 'PRODUCER', 'it_archive', 'rmqtx_tx_13', 1, CURRENT_TIMESTAMP(3) - INTERVAL ? DAY)`,
+      sql(`INSERT INTO tx_record (tx_id, status, resolved_by, producer_group, topic, event_count, created_at)
+       VALUES (?, 'COMMITTED', 'PRODUCER', 'it_archive', 'rmqtx_tx_13', 1, ${ago('?', 'DAY')})`),
       [txId, ageDays],
     );
     return txId;
@@ -66,14 +60,13 @@ describe('Retention.archive() on MariaDB', () => {
   async function outbox(txId: string, status: string, publishedDaysAgo: number | null): Promise<string> {
     const eventId = uuidv7();
     version++;
+    const published = publishedDaysAgo === null ? 'NULL' : ago('?', 'DAY');
     await ds.query(
-      `INSERT INTO outbox_event (event_id, tx_id, topic, tag, \`keys\`, properties, aggregate_type, aggregate_id,
+      sql(`INSERT INTO outbox_event (event_id, tx_id, topic, tag, ${qid('keys')}, properties, aggregate_type, aggregate_id,
          aggregate_version, event_type, event_version, payload, occurred_at, trace_id, status, attempts,
          next_attempt_at, published_at, last_error)
        VALUES (?, ?, 'rmqtx_tx_13', 'tag-a', ?, ?, 'ItArchive', 'agg-1', ?, 'Archived', 1, ?,
-               CURRENT_TIMESTAMP(3) - INTERVAL 30 DAY, 'trace-1', ?, 2,
-               CURRENT_TIMESTAMP(3) - INTERVAL ? DAY,
-               IF(? IS NULL, NULL, CURRENT_TIMESTAMP(3) - INTERVAL ? DAY), 'once failed')`,
+               ${ago(30, 'DAY')}, 'trace-1', ?, 2, ${ago('?', 'DAY')}, ${published}, 'once failed')`),
       [
         eventId,
         txId,
@@ -83,27 +76,27 @@ describe('Retention.archive() on MariaDB', () => {
         Buffer.from([0, 1, 2, 255]),
         status,
         publishedDaysAgo ?? 0,
-        publishedDaysAgo,
-        publishedDaysAgo ?? 0,
+        ...(publishedDaysAgo === null ? [] : [publishedDaysAgo]),
       ],
     );
     return eventId;
   }
 
   const COLUMNS =
-    'event_id, tx_id, topic, tag, `keys`, properties, aggregate_type, aggregate_id, aggregate_version, event_type,' +
+    `event_id, tx_id, topic, tag, ${qid('keys')}, properties,` +
+    '  aggregate_type, aggregate_id, aggregate_version, event_type,' +
     ' event_version, payload, occurred_at, trace_id, status, attempts, next_attempt_at, lease_until, lease_owner,' +
     ' published_at, last_error';
   const rowsOf = async (table: string, ids: readonly string[]) =>
     ids.length === 0
       ? []
       : ((await ds.query(
-          `SELECT ${COLUMNS} FROM ${table} WHERE event_id IN (${ids.map(() => '?').join(', ')}) ORDER BY event_id`,
+          sql(`SELECT ${COLUMNS} FROM ${table} WHERE event_id IN (${qs(ids.length)}) ORDER BY event_id`),
           [...ids],
         )) as Array<Record<string, unknown>>);
   const count = async (table: string) => Number((await ds.query(`SELECT COUNT(*) AS n FROM ${table}`))[0].n);
   const exists = async (table: string, column: string, id: string) =>
-    (await ds.query(`SELECT 1 AS one FROM ${table} WHERE ${column} = ?`, [id])).length === 1;
+    (await ds.query(sql(`SELECT 1 AS one FROM ${table} WHERE ${column} = ?`), [id])).length === 1;
 
   it('plan() counts and changes nothing; archive() moves exactly the purge-eligible rows, byte for byte, in bounded batches', async () => {
     const oldTx = await txRecord(10);
@@ -122,10 +115,10 @@ describe('Retention.archive() on MariaDB', () => {
     const youngTx = await txRecord(0);
     const youngSent = await outbox(youngTx, 'SENT', 0);
     await ds.query(
-      `INSERT INTO consumed_event (consumer_group, event_id, event_type, aggregate_type, aggregate_id,
+      sql(`INSERT INTO consumed_event (consumer_group, event_id, event_type, aggregate_type, aggregate_id,
          aggregate_version, outcome, consumed_at)
-       VALUES ('it_archive', ?, 'T', 'T', 'a', 1, 'APPLIED', CURRENT_TIMESTAMP(3) - INTERVAL 10 DAY),
-              ('it_archive', ?, 'T', 'T', 'a', 2, 'APPLIED', CURRENT_TIMESTAMP(3))`,
+       VALUES ('it_archive', ?, 'T', 'T', 'a', 1, 'APPLIED', ${ago(10, 'DAY')}),
+              ('it_archive', ?, 'T', 'T', 'a', 2, 'APPLIED', CURRENT_TIMESTAMP(3))`),
       [uuidv7(), uuidv7()],
     );
     const eligible = [...oldSent, pendingSent];
@@ -145,9 +138,10 @@ describe('Retention.archive() on MariaDB', () => {
 
     expect(await rowsOf('outbox_event', eligible)).toEqual([]);
     expect(await rowsOf('outbox_event_archive', eligible)).toEqual(before);
-    const archivedAt = await ds.query('SELECT archived_at FROM outbox_event_archive WHERE event_id = ?', [
-      oldSent[0],
-    ]);
+    const archivedAt = await ds.query(
+      sql('SELECT archived_at FROM outbox_event_archive WHERE event_id = ?'),
+      [oldSent[0]],
+    );
     expect(archivedAt[0].archived_at).toBeInstanceOf(Date);
     for (const id of [...unsent, youngSent]) expect(await exists('outbox_event', 'event_id', id)).toBe(true);
     expect(await exists('tx_record', 'tx_id', oldTx)).toBe(false);
@@ -217,9 +211,9 @@ describe('Retention.archive() on MariaDB', () => {
       {
         beforeArchiveDelete: async () => {
           calls++;
-          // What mysql2 reports for InnoDB's ER_LOCK_DEADLOCK, after the copy of the first attempt.
-          if (calls === 1)
-            throw Object.assign(new Error('Deadlock found'), { code: 'ER_LOCK_DEADLOCK', errno: 1213 });
+          // What the driver reports for a deadlock (InnoDB's ER_LOCK_DEADLOCK, PostgreSQL's 40P01),
+          // after the copy of the first attempt.
+          if (calls === 1) throw deadlockError();
         },
       },
     );
@@ -234,14 +228,16 @@ describe('Retention.archive() on MariaDB', () => {
     const tx = await txRecord(10);
     const id = await outbox(tx, 'SENT', 5);
     await ds.query(
-      `INSERT INTO outbox_event_archive (${COLUMNS}, archived_at)
-       SELECT ${COLUMNS}, CURRENT_TIMESTAMP(3) - INTERVAL 1 DAY FROM outbox_event WHERE event_id = ?`,
+      sql(`INSERT INTO outbox_event_archive (${COLUMNS}, archived_at)
+       SELECT ${COLUMNS}, ${ago(1, 'DAY')} FROM outbox_event WHERE event_id = ?`),
       [id],
     );
-    const first = await ds.query('SELECT archived_at FROM outbox_event_archive WHERE event_id = ?', [id]);
+    const first = await ds.query(sql('SELECT archived_at FROM outbox_event_archive WHERE event_id = ?'), [
+      id,
+    ]);
     await retention().archive();
     expect(await rowsOf('outbox_event', [id])).toHaveLength(0);
-    const rows = await ds.query('SELECT archived_at FROM outbox_event_archive WHERE event_id = ?', [id]);
+    const rows = await ds.query(sql('SELECT archived_at FROM outbox_event_archive WHERE event_id = ?'), [id]);
     expect(rows).toEqual(first);
   });
 

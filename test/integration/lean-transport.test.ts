@@ -1,7 +1,7 @@
 import type { DataSource } from 'typeorm';
 import { InvalidMessageError, TransactionalProducer, uuidv7, type CheckBackOutcome } from '../../src';
 import { Collector } from '../helpers/collector';
-import { ensureSchema, openDataSource, orderExists, txRecord } from '../helpers/db';
+import { TEST_DATABASE, ensureSchema, openDataSource, orderExists, sql, txRecord } from '../helpers/db';
 import { ENDPOINTS, waitFor } from '../helpers/env';
 import { makeProducer } from '../helpers/producer';
 
@@ -11,7 +11,7 @@ const GROUP = 'it_lean';
 /** A transaction that fails on purpose (its business work throws). */
 class PlannedRollback extends Error {}
 
-describe("transport: 'lean' against the real broker and MariaDB", () => {
+describe(`transport: 'lean' against the real broker and the database (${TEST_DATABASE})`, () => {
   let ds: DataSource;
   let collector: Collector;
 
@@ -48,7 +48,7 @@ describe("transport: 'lean' against the real broker and MariaDB", () => {
             const out = await producer.transact(
               { topic: TOPIC, tag: 'lean', keys: [id], body: { id } },
               async (m) => {
-                await m.query('INSERT INTO test_order (id, note) VALUES (?, ?)', [id, 'lean']);
+                await m.query(sql('INSERT INTO test_order (id, note) VALUES (?, ?)'), [id, 'lean']);
                 if (rollback) throw new PlannedRollback(id);
               },
             );
@@ -114,7 +114,7 @@ describe("transport: 'lean' against the real broker and MariaDB", () => {
       const committed = await producer.transact(
         { topic: TOPIC, keys: [`cb-commit-${run}`], body: { run, what: 'commit' } },
         async (m) => {
-          await m.query('INSERT INTO test_order (id) VALUES (?)', [`cb-commit-${run}`]);
+          await m.query(sql('INSERT INTO test_order (id) VALUES (?)'), [`cb-commit-${run}`]);
         },
       );
       let rolledBackTxId: string | undefined;

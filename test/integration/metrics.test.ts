@@ -12,7 +12,7 @@ import {
   type OutboxRelay,
   type TransactionalProducer,
 } from '../../src';
-import { ensureSchema, openDataSource } from '../helpers/db';
+import { ensureSchema, openDataSource, sql } from '../helpers/db';
 import { ENDPOINTS, waitFor } from '../helpers/env';
 import { makeProducer } from '../helpers/producer';
 import { makeRelay, outboxRow } from '../helpers/relay';
@@ -46,8 +46,8 @@ async function sample(reg: Registry, name: string, labels: Labels, metricName = 
   return hit ? hit.value : 0;
 }
 
-async function sqlCount(ds: DataSource, sql: string, params: unknown[]): Promise<number> {
-  const rows: Array<{ n: unknown }> = await ds.query(sql, params);
+async function sqlCount(ds: DataSource, text: string, params: unknown[]): Promise<number> {
+  const rows: Array<{ n: unknown }> = await ds.query(sql(text), params);
   return Number(rows[0]!.n);
 }
 

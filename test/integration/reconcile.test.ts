@@ -12,7 +12,7 @@ import {
   type TransactionalProducer,
 } from '../../src';
 import { Collector } from '../helpers/collector';
-import { ensureSchema, openDataSource } from '../helpers/db';
+import { TEST_DATABASE, ahead, ensureSchema, openDataSource, qid, sql } from '../helpers/db';
 import { waitFor } from '../helpers/env';
 import { makeProducer } from '../helpers/producer';
 import { makeRelay } from '../helpers/relay';
@@ -23,7 +23,7 @@ const IDLE_TOPIC = 'rmqtx_tx_13';
 const GROUP = 'it_reconcile';
 const RUN = Math.random().toString(36).slice(2, 8);
 
-describe('FactReconciler against MariaDB and the real broker', () => {
+describe(`FactReconciler against the database (${TEST_DATABASE}) and the real broker`, () => {
   let ds: DataSource;
   let producer: TransactionalProducer;
   let relay: OutboxRelay;
@@ -33,14 +33,23 @@ describe('FactReconciler against MariaDB and the real broker', () => {
     ds = await openDataSource();
     await ensureSchema(ds);
     await ds.query(
-      `CREATE TABLE IF NOT EXISTS it_reco_order (
-         id VARCHAR(64) NOT NULL PRIMARY KEY,
-         run VARCHAR(16) NOT NULL,
-         version INT NOT NULL,
-         created_at DATETIME(3) NOT NULL DEFAULT CURRENT_TIMESTAMP(3),
-         KEY idx_it_reco_order_run (run, id)
-       )`,
+      TEST_DATABASE === 'postgres'
+        ? `CREATE TABLE IF NOT EXISTS it_reco_order (
+             id VARCHAR(64) NOT NULL PRIMARY KEY,
+             run VARCHAR(16) NOT NULL,
+             version INT NOT NULL,
+             created_at TIMESTAMPTZ(3) NOT NULL DEFAULT now()
+           )`
+        : `CREATE TABLE IF NOT EXISTS it_reco_order (
+             id VARCHAR(64) NOT NULL PRIMARY KEY,
+             run VARCHAR(16) NOT NULL,
+             version INT NOT NULL,
+             created_at DATETIME(3) NOT NULL DEFAULT CURRENT_TIMESTAMP(3),
+             KEY idx_it_reco_order_run (run, id)
+           )`,
     );
+    if (TEST_DATABASE === 'postgres')
+      await ds.query('CREATE INDEX IF NOT EXISTS idx_it_reco_order_run ON it_reco_order (run, id)');
     collector = await new Collector(TOPIC).start();
     producer = makeProducer(ds, { topics: [TOPIC], producerGroup: GROUP, delivery: 'outbox' });
     await producer.start();
@@ -63,7 +72,7 @@ describe('FactReconciler against MariaDB and the real broker', () => {
     const facts = async (req: FactPageRequest<string>) => {
       pagesAsked.push(req);
       const rows: Array<{ id: string; version: number }> = await req.dataSource.query(
-        `SELECT id, version FROM it_reco_order WHERE run = ? AND id > ? ORDER BY id LIMIT ${req.limit}`,
+        sql(`SELECT id, version FROM it_reco_order WHERE run = ? AND id > ? ORDER BY id LIMIT ${req.limit}`),
         [run, req.cursor ?? ''],
       );
       return {
@@ -89,25 +98,29 @@ describe('FactReconciler against MariaDB and the real broker', () => {
     });
     const order = async (suffix: string, version = 1) => {
       const id = `${run}-${suffix}`;
-      await ds.query('INSERT INTO it_reco_order (id, run, version) VALUES (?, ?, ?)', [id, run, version]);
+      await ds.query(sql('INSERT INTO it_reco_order (id, run, version) VALUES (?, ?, ?)'), [
+        id,
+        run,
+        version,
+      ]);
       return id;
     };
     /** An outbox row written directly (status as given), on a topic no relay serves. */
     const row = async (aggregateId: string, version: number, status: string) => {
       const eventId = uuidv7();
       await ds.query(
-        `INSERT INTO outbox_event (event_id, tx_id, topic, \`keys\`, properties, aggregate_type, aggregate_id,
+        sql(`INSERT INTO outbox_event (event_id, tx_id, topic, ${qid('keys')}, properties, aggregate_type, aggregate_id,
            aggregate_version, event_type, event_version, payload, occurred_at, status, attempts, next_attempt_at)
          VALUES (?, ?, ?, '[]', '{}', ?, ?, ?, 'OrderPlaced', 1, 'x', CURRENT_TIMESTAMP(3), ?, 0,
-                 CURRENT_TIMESTAMP(3) + INTERVAL 1 DAY)`,
+                 ${ahead(1, 'DAY')})`),
         [eventId, uuidv7(), IDLE_TOPIC, aggregateType, aggregateId, version, status],
       );
       return eventId;
     };
     const outboxOf = async (aggregateId: string) =>
       (await ds.query(
-        `SELECT event_id, tx_id, status, aggregate_version, topic FROM outbox_event
-         WHERE aggregate_type = ? AND aggregate_id = ? ORDER BY aggregate_version`,
+        sql(`SELECT event_id, tx_id, status, aggregate_version, topic FROM outbox_event
+         WHERE aggregate_type = ? AND aggregate_id = ? ORDER BY aggregate_version`),
         [aggregateType, aggregateId],
       )) as Array<{
         event_id: string;
@@ -136,7 +149,7 @@ describe('FactReconciler against MariaDB and the real broker', () => {
         }),
       },
       async (m) => {
-        await m.query('INSERT INTO it_reco_order (id, run, version) VALUES (?, ?, 1)', [a, s.run]);
+        await m.query(sql('INSERT INTO it_reco_order (id, run, version) VALUES (?, ?, 1)'), [a, s.run]);
       },
     );
     await waitFor(async () => (await s.outboxOf(a))[0]?.status === 'SENT', {
@@ -194,7 +207,9 @@ describe('FactReconciler against MariaDB and the real broker', () => {
       expect(mine).toBeDefined();
       expect(Number(mine.aggregate_version)).toBe(m.fact.aggregateVersion);
       // Its fence row: a lost commit is answered COMMIT by the group's producers.
-      const tx = await ds.query('SELECT status, producer_group FROM tx_record WHERE tx_id = ?', [mine.tx_id]);
+      const tx = await ds.query(sql('SELECT status, producer_group FROM tx_record WHERE tx_id = ?'), [
+        mine.tx_id,
+      ]);
       expect(tx).toEqual([{ status: 'COMMITTED', producer_group: GROUP }]);
     }
     // Delivered by the relay, not by the reconciler; the collector sees exactly the republished ids.
@@ -250,7 +265,9 @@ describe('FactReconciler against MariaDB and the real broker', () => {
       const rows = await s.outboxOf(id);
       expect(rows).toHaveLength(1);
       // A refused write leaves no orphan fence row behind.
-      const fences = await ds.query('SELECT COUNT(*) AS n FROM tx_record WHERE tx_id = ?', [rows[0]!.tx_id]);
+      const fences = await ds.query(sql('SELECT COUNT(*) AS n FROM tx_record WHERE tx_id = ?'), [
+        rows[0]!.tx_id,
+      ]);
       expect(Number(fences[0].n)).toBe(1);
     }
     await waitFor(

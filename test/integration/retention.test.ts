@@ -1,10 +1,10 @@
 import type { DataSource } from 'typeorm';
 import { InvalidOptionError, Retention, uuidv7 } from '../../src';
-import { ensureSchema, openDataSource } from '../helpers/db';
+import { TEST_DATABASE, ago, ensureSchema, openDataSource, qid, sql } from '../helpers/db';
 
 const DAY_MS = 24 * 3600 * 1000;
 
-describe('Retention purge on MariaDB', () => {
+describe(`Retention purge (${TEST_DATABASE})`, () => {
   let ds: DataSource;
 
   beforeAll(async () => {
@@ -18,8 +18,8 @@ describe('Retention purge on MariaDB', () => {
   async function txRecord(ageDays: number): Promise<string> {
     const txId = uuidv7();
     await ds.query(
-      `INSERT INTO tx_record (tx_id, status, resolved_by, producer_group, topic, event_count, created_at)
-       VALUES (?, 'COMMITTED', 'PRODUCER', 'it_retention', 'rmqtx_tx_9', 1, CURRENT_TIMESTAMP(3) - INTERVAL ? DAY)`,
+      sql(`INSERT INTO tx_record (tx_id, status, resolved_by, producer_group, topic, event_count, created_at)
+       VALUES (?, 'COMMITTED', 'PRODUCER', 'it_retention', 'rmqtx_tx_9', 1, ${ago('?', 'DAY')})`),
       [txId, ageDays],
     );
     return txId;
@@ -27,13 +27,18 @@ describe('Retention purge on MariaDB', () => {
 
   async function outbox(txId: string, status: string, publishedDaysAgo: number | null): Promise<string> {
     const eventId = uuidv7();
+    const published = publishedDaysAgo === null ? 'NULL' : ago('?', 'DAY');
     await ds.query(
-      `INSERT INTO outbox_event (event_id, tx_id, topic, \`keys\`, properties, payload, occurred_at, status, attempts, next_attempt_at, published_at)
-       VALUES (?, ?, 'rmqtx_tx_9', '[]', '{}', 'x', CURRENT_TIMESTAMP(3), ?, 0,
-               CURRENT_TIMESTAMP(3) - INTERVAL ? DAY,
-               IF(? IS NULL, NULL, CURRENT_TIMESTAMP(3) - INTERVAL ? DAY))`,
+      sql(`INSERT INTO outbox_event (event_id, tx_id, topic, ${qid('keys')}, properties, payload, occurred_at, status, attempts, next_attempt_at, published_at)
+       VALUES (?, ?, 'rmqtx_tx_9', '[]', '{}', 'x', CURRENT_TIMESTAMP(3), ?, 0, ${ago('?', 'DAY')}, ${published})`),
       // A SENT row's next_attempt_at is its last claim (+ lease) or insert: about its publish time.
-      [eventId, txId, status, publishedDaysAgo ?? 0, publishedDaysAgo, publishedDaysAgo ?? 0],
+      [
+        eventId,
+        txId,
+        status,
+        publishedDaysAgo ?? 0,
+        ...(publishedDaysAgo === null ? [] : [publishedDaysAgo]),
+      ],
     );
     return eventId;
   }
@@ -41,16 +46,16 @@ describe('Retention purge on MariaDB', () => {
   async function consumed(ageDays: number): Promise<string> {
     const eventId = uuidv7();
     await ds.query(
-      `INSERT INTO consumed_event (consumer_group, event_id, event_type, aggregate_type, aggregate_id,
+      sql(`INSERT INTO consumed_event (consumer_group, event_id, event_type, aggregate_type, aggregate_id,
                                    aggregate_version, outcome, consumed_at)
-       VALUES ('it_retention', ?, 'Test', 'Test', 'a-1', 1, 'APPLIED', CURRENT_TIMESTAMP(3) - INTERVAL ? DAY)`,
+       VALUES ('it_retention', ?, 'Test', 'Test', 'a-1', 1, 'APPLIED', ${ago('?', 'DAY')})`),
       [eventId, ageDays],
     );
     return eventId;
   }
 
   const exists = async (table: string, column: string, id: string) =>
-    (await ds.query(`SELECT 1 AS one FROM ${table} WHERE ${column} = ?`, [id])).length === 1;
+    (await ds.query(sql(`SELECT 1 AS one FROM ${table} WHERE ${column} = ?`), [id])).length === 1;
 
   it('removes only what nothing can still need, in bounded batches', async () => {
     // Settled and old: goes.

@@ -10,7 +10,7 @@ import {
   type CheckBackOutcome,
   type StatusReport,
 } from '../../src';
-import { ensureSchema, openDataSource } from '../helpers/db';
+import { TEST_DATABASE, ago, ensureSchema, openDataSource, qid, qs, sql } from '../helpers/db';
 import { waitFor } from '../helpers/env';
 import { makeProducer } from '../helpers/producer';
 
@@ -18,7 +18,7 @@ import { makeProducer } from '../helpers/producer';
 const TOPIC = 'rmqtx_tx_15';
 const GROUP = 'it_status';
 
-describe('collectStatus against real rows in MariaDB', () => {
+describe(`collectStatus against real rows (${TEST_DATABASE})`, () => {
   let ds: DataSource;
   const txIds: string[] = [];
   const groups: string[] = [];
@@ -31,11 +31,11 @@ describe('collectStatus against real rows in MariaDB', () => {
   afterAll(async () => {
     // Only this file's rows.
     if (txIds.length > 0) {
-      const list = txIds.map(() => '?').join(', ');
-      await ds.query(`DELETE FROM outbox_event WHERE tx_id IN (${list})`, txIds);
-      await ds.query(`DELETE FROM tx_record WHERE tx_id IN (${list})`, txIds);
+      const list = qs(txIds.length);
+      await ds.query(sql(`DELETE FROM outbox_event WHERE tx_id IN (${list})`), txIds);
+      await ds.query(sql(`DELETE FROM tx_record WHERE tx_id IN (${list})`), txIds);
     }
-    for (const g of groups) await ds.query('DELETE FROM consumed_event WHERE consumer_group = ?', [g]);
+    for (const g of groups) await ds.query(sql('DELETE FROM consumed_event WHERE consumer_group = ?'), [g]);
     await ds?.destroy();
   });
 
@@ -48,16 +48,16 @@ describe('collectStatus against real rows in MariaDB', () => {
       const txId = uuidv7();
       txIds.push(txId);
       await ds.query(
-        `INSERT INTO tx_record (tx_id, status, resolved_by, producer_group, topic, event_count, created_at)
-         VALUES (?, ?, ?, ?, ?, 1, CURRENT_TIMESTAMP(3) - INTERVAL ? MICROSECOND)`,
+        sql(`INSERT INTO tx_record (tx_id, status, resolved_by, producer_group, topic, event_count, created_at)
+         VALUES (?, ?, ?, ?, ?, 1, ${ago('?', 'MICROSECOND')})`),
         [txId, status, resolvedBy, GROUP, topic, agoMs * 1000],
       );
       return txId;
     };
     const event = async (txId: string, status: string) => {
       await ds.query(
-        `INSERT INTO outbox_event (event_id, tx_id, topic, \`keys\`, properties, payload, occurred_at, status, attempts, next_attempt_at)
-         VALUES (?, ?, ?, '[]', '{}', ?, CURRENT_TIMESTAMP(3), ?, 0, CURRENT_TIMESTAMP(3))`,
+        sql(`INSERT INTO outbox_event (event_id, tx_id, topic, ${qid('keys')}, properties, payload, occurred_at, status, attempts, next_attempt_at)
+         VALUES (?, ?, ?, '[]', '{}', ?, CURRENT_TIMESTAMP(3), ?, 0, CURRENT_TIMESTAMP(3))`),
         [uuidv7(), txId, topic, Buffer.from('x'), status],
       );
     };
@@ -77,8 +77,8 @@ describe('collectStatus against real rows in MariaDB', () => {
     ] as const) {
       for (let i = 0; i < n; i++) {
         await ds.query(
-          `INSERT INTO consumed_event (consumer_group, event_id, event_type, aggregate_type, aggregate_id, aggregate_version, outcome)
-           VALUES (?, ?, 'T', 'A', 'a1', ?, ?)`,
+          sql(`INSERT INTO consumed_event (consumer_group, event_id, event_type, aggregate_type, aggregate_id, aggregate_version, outcome)
+           VALUES (?, ?, 'T', 'A', 'a1', ?, ?)`),
           [group, uuidv7(), i + 1, outcome],
         );
       }
