@@ -8,6 +8,7 @@ export type ErrorCode =
   | 'BROKER_UNAVAILABLE'
   | 'TRANSACTION_FENCED'
   | 'TRANSACTION_OUTCOME_UNKNOWN'
+  | 'NO_ACTIVE_TRANSACTION'
   | 'PRODUCER_NOT_RUNNING'
   | 'STORE_ERROR'
   | 'STORE_ACCESS_DENIED'
@@ -118,6 +119,22 @@ export class TransactionOutcomeUnknownError extends RocketMqTxError {
       { retriable: false, cause },
     );
     this.txId = txId;
+  }
+}
+
+/**
+ * `publish(manager, ...)` was given an EntityManager with no transaction open on its QueryRunner
+ * (a plain `dataSource.manager`, or a manager whose transaction already ended). Nothing was
+ * written or sent. Call publish inside `dataSource.transaction(...)`, a `@Transactional()` method
+ * or a QueryRunner transaction, or use `transact()`, which opens its own.
+ */
+export class NoActiveTransactionError extends RocketMqTxError {
+  constructor() {
+    super(
+      'NO_ACTIVE_TRANSACTION',
+      'publish() needs an EntityManager inside an active transaction (manager.queryRunner has none); nothing was written or sent',
+      { retriable: false },
+    );
   }
 }
 

@@ -6,6 +6,7 @@ export {
   BrokerUnavailableError,
   TransactionFencedError,
   TransactionOutcomeUnknownError,
+  NoActiveTransactionError,
   NotRunningError,
   ProducerNotRunningError,
   StoreError,
@@ -35,7 +36,10 @@ export {
   type TransactionContext,
   type TransactionWork,
   type TransactOptions,
+  type PublishOptions,
+  type PublishResult,
 } from './producer/TransactionalProducer';
+export type { PublishOutcome } from './producer/joinedTransactions';
 export type {
   TransactionalProducerOptions,
   CheckBackOptions,

@@ -2,6 +2,7 @@ import type { EntityManager, QueryRunner } from 'typeorm';
 import {
   BrokerUnavailableError,
   InvalidOptionError,
+  NoActiveTransactionError,
   RocketMqTxError,
   TransactionFencedError,
   TransactionOutcomeUnknownError,
@@ -28,6 +29,13 @@ import {
 import { DiscardRecovery, type DiscardRecoveryStats } from '../relay/DiscardRecovery';
 import { ConfirmationBatcher } from '../util/ConfirmationBatcher';
 import { outboxRows, prepareEvents, type PreparedEvent, type TransactEvent } from '../outbox/events';
+import {
+  JoinedTransactions,
+  transactionDepth,
+  type JoinedCall,
+  type JoinedTransaction,
+  type PublishOutcome,
+} from './joinedTransactions';
 import {
   resolveDeliveryMode,
   resolveProducerOptions,
@@ -58,6 +66,34 @@ export interface TransactionContext {
 export interface TransactOptions {
   /** Overrides the producer's `delivery` for this call. */
   delivery?: DeliveryMode;
+}
+
+/** Per-call options of publish(). */
+export interface PublishOptions {
+  /** Overrides the producer's `delivery` for this call. */
+  delivery?: DeliveryMode;
+}
+
+/**
+ * What publish() knows when it returns: the caller's transaction is still open, so nothing is
+ * committed yet. The broker transaction ends after the caller's COMMIT or ROLLBACK; `outcome`
+ * tells how (it never rejects). Delivery of a committed transaction does not depend on it:
+ * the check-back reads tx_record, and the relay/discard recovery republish from outbox_event.
+ */
+export interface PublishResult {
+  /** Shared by every publish() call in the same caller transaction (one tx_record row). */
+  txId: string;
+  /** How these events go out: half messages, or NEW outbox rows for the relay (also after a fallback). */
+  delivery: DeliveryMode;
+  /** Broker message ids of this call's half messages (not yet committed); empty in outbox delivery. */
+  messageIds: string[];
+  /** Event ids (stable across retries and republishes), in the order of the events. */
+  eventIds: string[];
+  /**
+   * Settles once the caller's transaction is over and the broker was told (or the check-back was
+   * left to decide). Stays pending if the transaction is never ended through its QueryRunner.
+   */
+  outcome: Promise<PublishOutcome>;
 }
 
 export type TransactionWork<T> = (manager: EntityManager, context: TransactionContext) => Promise<T>;
@@ -100,6 +136,8 @@ export class TransactionalProducer {
   private readonly lifecycle: Lifecycle;
   private readonly inFlight = new InFlight();
   private readonly observers = new Observers();
+  /** Caller transactions joined by publish(), keyed by QueryRunner; told their end by TypeORM. */
+  private readonly joined: JoinedTransactions;
   /** Errors thrown by `work` (told apart from the SDK's own failures in metrics). */
   private readonly workErrors = new WeakSet<object>();
   private readonly counters = {
@@ -166,6 +204,20 @@ export class TransactionalProducer {
         observers: this.observers,
       });
     }
+    this.joined = new JoinedTransactions({
+      committed: (joined) => this.endJoined(joined, this.finishJoinedCommit(joined)),
+      rolledBack: (joined, ambiguous) => this.endJoined(joined, this.finishJoinedRollback(joined, ambiguous)),
+      undone: (joined, calls, fenceUndone) => {
+        const rolledBack = this.endCalls(joined.txId, calls, false);
+        if (fenceUndone)
+          this.endJoined(
+            joined,
+            rolledBack.then(() => this.joinedRolledBack(joined)),
+          );
+        else void this.inFlight.track(rolledBack);
+      },
+      failed: (err) => this.logger.error(errorFields(err), 'joined transaction handler failed'),
+    });
     this.lifecycle = new Lifecycle(
       {
         component: 'producer',
@@ -197,7 +249,10 @@ export class TransactionalProducer {
             'confirmations not recorded in time; their events may be republished after the discard horizon',
           );
         },
-        close: () => this.gateway.shutdown(),
+        close: () => {
+          this.joined.detach(o.dataSource);
+          return this.gateway.shutdown();
+        },
       },
     );
   }
@@ -239,17 +294,7 @@ export class TransactionalProducer {
     if (typeof work !== 'function') {
       throw new InvalidOptionError('work', work, 'a function (manager, { txId, eventIds }) => Promise');
     }
-    if (typeof callOptions !== 'object' || callOptions === null) {
-      throw new InvalidOptionError('transact options', callOptions, 'an object { delivery? }');
-    }
-    const delivery = resolveDeliveryMode('delivery', callOptions.delivery, this.options.delivery);
-    if (delivery === 'outbox' && !this.outbox) {
-      throw new InvalidOptionError(
-        'delivery',
-        delivery,
-        '"transactional" (this producer has no outbox store)',
-      );
-    }
+    const delivery = this.callDelivery('transact options', callOptions);
     const txId = uuidv7();
     const prepared = prepareEvents(events, txId, this.options);
     const started = performance.now();
@@ -264,6 +309,167 @@ export class TransactionalProducer {
           throw err;
         },
       ),
+    );
+  }
+
+  /**
+   * Publishes events inside the caller's own transaction, the one active on `manager`
+   * (`dataSource.transaction(...)`, a `@Transactional()` method, a QueryRunner transaction).
+   * Inserts the tx_record fence row through `manager` first (on the first call in that
+   * transaction), sends the half message(s), writes the outbox rows, and returns with the
+   * transaction still open. When the caller's QueryRunner commits, the half messages are
+   * committed; when it rolls back, they are rolled back. Several calls in one transaction share
+   * one txId and one fence row. A failure throws here, inside the caller's transaction: let it
+   * roll back. If the process dies after the caller's COMMIT, the check-back reads tx_record
+   * and delivers the events: ending them after commit is only a speed-up.
+   */
+  async publish(
+    manager: EntityManager,
+    events: TransactEvent | readonly TransactEvent[],
+    callOptions: PublishOptions = {},
+  ): Promise<PublishResult> {
+    this.lifecycle.assertRunning();
+    const queryRunner = this.joinableRunner(manager);
+    const requested = this.callDelivery('publish options', callOptions);
+    let joined = this.joined.get(queryRunner);
+    const txId = joined?.txId ?? uuidv7();
+    // Validated and snapshotted before anything is written or sent.
+    const prepared = prepareEvents(events, txId, this.options);
+    if (!joined) {
+      this.joined.attach(this.options.dataSource);
+      const fresh = this.joined.join(queryRunner, txId, requested, performance.now());
+      fresh.recorded = this.recordTransaction(manager, txId, prepared).catch((err: unknown) => {
+        this.joined.forget(queryRunner, fresh);
+        throw err;
+      });
+      joined = fresh;
+    }
+    await joined.recorded;
+    const depth = transactionDepth(queryRunner);
+    const { delivery, halves } = await this.sendHalvesOrFallback(txId, prepared, requested);
+    try {
+      await this.writeOutboxRows(manager, txId, prepared, delivery === 'outbox' ? 'NEW' : 'IN_FLIGHT');
+    } catch (err) {
+      // These events are not published, whatever the caller's transaction does next.
+      await this.endAll(txId, halves, false);
+      throw err;
+    }
+    const eventIds = prepared.map((p) => p.eventId);
+    if (delivery === 'outbox') joined.delivery = 'outbox';
+    joined.calls.push({ depth, halves, eventIds });
+    return {
+      txId,
+      delivery,
+      messageIds: halves.map((h) => h.messageId),
+      eventIds,
+      outcome: joined.outcome,
+    };
+  }
+
+  /** The QueryRunner of the caller's active transaction on `manager`, or a typed refusal. */
+  private joinableRunner(manager: EntityManager): QueryRunner {
+    if (typeof manager !== 'object' || manager === null || !('connection' in manager)) {
+      throw new InvalidOptionError('manager', manager, 'a TypeORM EntityManager inside a transaction');
+    }
+    if (manager.connection !== this.options.dataSource) {
+      throw new InvalidOptionError('manager', manager, "an EntityManager of the producer's dataSource");
+    }
+    const queryRunner = manager.queryRunner;
+    if (!queryRunner?.isTransactionActive || queryRunner.isReleased) throw new NoActiveTransactionError();
+    return queryRunner;
+  }
+
+  private callDelivery(label: string, callOptions: TransactOptions | PublishOptions): DeliveryMode {
+    if (typeof callOptions !== 'object' || callOptions === null) {
+      throw new InvalidOptionError(label, callOptions, 'an object { delivery? }');
+    }
+    const delivery = resolveDeliveryMode('delivery', callOptions.delivery, this.options.delivery);
+    if (delivery === 'outbox' && !this.outbox) {
+      throw new InvalidOptionError(
+        'delivery',
+        delivery,
+        '"transactional" (this producer has no outbox store)',
+      );
+    }
+    return delivery;
+  }
+
+  /** Runs the end of a joined transaction after TypeORM's event returned (tracked for shutdown). */
+  private endJoined(joined: JoinedTransaction, end: Promise<PublishOutcome>): void {
+    void this.inFlight.track(
+      end
+        .catch((err: unknown) => {
+          this.logger.error({ ...errorFields(err), txId: joined.txId }, 'ending a joined transaction failed');
+          return 'unknown' as const;
+        })
+        .then((outcome) => {
+          const label: TransactionOutcomeLabel =
+            outcome === 'committed'
+              ? 'committed'
+              : outcome === 'rolled_back'
+                ? 'rolled_back'
+                : 'outcome_unknown';
+          this.observeTransaction(joined.txId, label, joined.delivery, joined.started);
+          joined.settle(outcome);
+        }),
+    );
+  }
+
+  /**
+   * The caller's COMMIT returned. Before committing the half messages, the fence row is read
+   * on a fresh connection: a COMMIT can return although the database rolled back (PostgreSQL
+   * answers an aborted transaction's COMMIT with ROLLBACK, and TypeORM reports it committed).
+   */
+  private async finishJoinedCommit(joined: JoinedTransaction): Promise<PublishOutcome> {
+    const halves = joined.calls.flatMap((c) => c.halves);
+    if (halves.length === 0) {
+      this.counters.committed++;
+      return 'committed';
+    }
+    let status: Awaited<ReturnType<TxRecordStore['readStatus']>>;
+    try {
+      status = await this.store.readStatus(joined.txId);
+    } catch (err) {
+      this.counters.outcomeUnknown++;
+      this.logger.warn(
+        { ...errorFields(err), txId: joined.txId },
+        'could not read tx_record after the caller committed; the broker check-back will resolve it',
+      );
+      return 'unknown';
+    }
+    if (status !== 'COMMITTED') {
+      await this.endCalls(joined.txId, joined.calls, false);
+      return this.joinedRolledBack(joined);
+    }
+    this.counters.committed++;
+    const acked = await this.finishCommitted(
+      joined.txId,
+      halves,
+      joined.calls.flatMap((c) => c.eventIds),
+    );
+    return acked ? 'committed' : 'unknown';
+  }
+
+  private async finishJoinedRollback(joined: JoinedTransaction, ambiguous: boolean): Promise<PublishOutcome> {
+    if (ambiguous) {
+      // The COMMIT was sent and failed: it may be durable. Send nothing; the check-back reads the truth.
+      this.counters.outcomeUnknown++;
+      return 'unknown';
+    }
+    await this.endCalls(joined.txId, joined.calls, false);
+    return this.joinedRolledBack(joined);
+  }
+
+  private joinedRolledBack(_joined: JoinedTransaction): PublishOutcome {
+    this.counters.rolledBack++;
+    return 'rolled_back';
+  }
+
+  private async endCalls(txId: string, calls: readonly JoinedCall[], commit: boolean): Promise<void> {
+    await this.endAll(
+      txId,
+      calls.flatMap((c) => c.halves),
+      commit,
     );
   }
 
@@ -295,39 +501,92 @@ export class TransactionalProducer {
     work: TransactionWork<T>,
     requested: DeliveryMode,
   ): Promise<TransactResult<T>> {
-    let delivery = requested;
-    let halves: HalfMessage[] = [];
-    if (delivery === 'transactional') {
-      try {
-        halves = await this.sendHalves(txId, prepared);
-      } catch (err) {
-        if (!(err instanceof BrokerUnavailableError && this.options.outboxFallback && this.outbox)) throw err;
-        // Documented trade-off: the business commits now; delivery waits for the relay.
-        this.logger.warn({ ...errorFields(err), txId }, 'half message failed; falling back to the outbox');
-        this.counters.outboxFallbacks++;
-        this.observers.emit('outboxFallback', { producerGroup: this.options.producerGroup });
-        delivery = 'outbox';
-      }
-    }
+    const { delivery, halves } = await this.sendHalvesOrFallback(txId, prepared, requested);
     const local = await this.runLocal(txId, prepared, work, delivery === 'outbox' ? 'NEW' : 'IN_FLIGHT');
     // The connection is back in the pool before any broker round trip.
     if (local.kind === 'committed') {
       this.counters.committed++;
-      if (halves.length > 0) {
-        const acked = await this.endAll(txId, halves, true);
-        acked.forEach((ok, i) => ok && this.eventConfirmations.add(prepared[i]!.eventId));
-        if (acked.every(Boolean)) this.confirmations.add(txId);
-      }
-      return {
-        result: local.result,
-        txId,
-        delivery,
-        messageIds: halves.map((h) => h.messageId),
-        eventIds: prepared.map((p) => p.eventId),
-      };
+      const eventIds = prepared.map((p) => p.eventId);
+      await this.finishCommitted(txId, halves, eventIds);
+      return { result: local.result, txId, delivery, messageIds: halves.map((h) => h.messageId), eventIds };
     }
     if (local.kind === 'rolled-back') await this.endAll(txId, halves, false);
     throw local.error;
+  }
+
+  /**
+   * Sends the half message(s) in transactional delivery; with the outbox fallback, a broker that
+   * cannot take them turns this call into outbox delivery (no half messages).
+   */
+  private async sendHalvesOrFallback(
+    txId: string,
+    prepared: PreparedEvent[],
+    requested: DeliveryMode,
+  ): Promise<{ delivery: DeliveryMode; halves: HalfMessage[] }> {
+    if (requested === 'outbox') return { delivery: 'outbox', halves: [] };
+    try {
+      return { delivery: requested, halves: await this.sendHalves(txId, prepared) };
+    } catch (err) {
+      if (!(err instanceof BrokerUnavailableError && this.options.outboxFallback && this.outbox)) throw err;
+      // Documented trade-off: the business commits now; delivery waits for the relay.
+      this.logger.warn({ ...errorFields(err), txId }, 'half message failed; falling back to the outbox');
+      this.counters.outboxFallbacks++;
+      this.observers.emit('outboxFallback', { producerGroup: this.options.producerGroup });
+      return { delivery: 'outbox', halves: [] };
+    }
+  }
+
+  /** Commits the half messages of a committed transaction and records what the broker acknowledged. */
+  private async finishCommitted(txId: string, halves: HalfMessage[], eventIds: string[]): Promise<boolean> {
+    if (halves.length === 0) return true;
+    const acked = await this.endAll(txId, halves, true);
+    acked.forEach((ok, i) => ok && this.eventConfirmations.add(eventIds[i]!));
+    const all = acked.every(Boolean);
+    if (all) this.confirmations.add(txId);
+    return all;
+  }
+
+  /**
+   * The fence row, the first statement of the local transaction. Throws a StoreError, or
+   * TransactionFencedError when a check-back already decided ROLLBACK for txId.
+   */
+  private async recordTransaction(
+    manager: EntityManager,
+    txId: string,
+    prepared: PreparedEvent[],
+  ): Promise<void> {
+    let inserted: boolean;
+    try {
+      inserted = await this.store.insertCommitted(manager, {
+        txId,
+        producerGroup: this.options.producerGroup,
+        topic: prepared[0]!.message.topic,
+        eventCount: prepared.length,
+      });
+    } catch (err) {
+      throw toStoreError(`could not insert tx_record ${txId}`, err);
+    }
+    if (!inserted) {
+      this.counters.fenced++;
+      throw new TransactionFencedError(txId);
+    }
+  }
+
+  /** The outbox_event rows of the events (none when this producer has no outbox store). */
+  private async writeOutboxRows(
+    manager: EntityManager,
+    txId: string,
+    prepared: PreparedEvent[],
+    status: OutboxInitialStatus,
+  ): Promise<void> {
+    if (!this.outbox) return;
+    try {
+      await this.outbox.insertEvents(manager, outboxRows(txId, prepared, status));
+    } catch (err) {
+      throw err instanceof RocketMqTxError
+        ? err
+        : toStoreError(`could not insert outbox_event rows of ${txId}`, err);
+    }
   }
 
   /** The local transaction; never touches the broker. */
@@ -348,36 +607,12 @@ export class TransactionalProducer {
           error: toStoreError(`could not open a database transaction for ${txId}`, err),
         };
       }
-      let inserted: boolean;
       try {
-        inserted = await this.store.insertCommitted(queryRunner.manager, {
-          txId,
-          producerGroup: this.options.producerGroup,
-          topic: prepared[0]!.message.topic,
-          eventCount: prepared.length,
-        });
+        await this.recordTransaction(queryRunner.manager, txId, prepared);
+        await this.writeOutboxRows(queryRunner.manager, txId, prepared, outboxStatus);
       } catch (err) {
         await this.abandonLocal(queryRunner, txId);
-        return { kind: 'rolled-back', error: toStoreError(`could not insert tx_record ${txId}`, err) };
-      }
-      if (!inserted) {
-        await this.abandonLocal(queryRunner, txId);
-        this.counters.fenced++;
-        return { kind: 'rolled-back', error: new TransactionFencedError(txId) };
-      }
-      if (this.outbox) {
-        try {
-          await this.outbox.insertEvents(queryRunner.manager, outboxRows(txId, prepared, outboxStatus));
-        } catch (err) {
-          await this.abandonLocal(queryRunner, txId);
-          return {
-            kind: 'rolled-back',
-            error:
-              err instanceof RocketMqTxError
-                ? err
-                : toStoreError(`could not insert outbox_event rows of ${txId}`, err),
-          };
-        }
+        return { kind: 'rolled-back', error: err };
       }
       let result: T;
       try {

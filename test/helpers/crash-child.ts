@@ -1,6 +1,9 @@
 /**
  * A producer process to be killed with SIGKILL inside a crash window.
- * argv: mode (before-commit | after-commit), topic, producerGroup, orderId.
+ * argv: mode, topic, producerGroup, orderId. Modes of transact(): before-commit, after-commit.
+ * Modes of publish() inside the caller's own transaction: join-after-half (the half message was
+ * accepted, the outbox rows not yet written), join-in-work (publish returned, the caller's work
+ * goes on, no COMMIT yet), join-after-commit (the caller committed, EndTransaction not sent).
  * Prints one JSON line {"window": mode, "txId": ...} when it is inside the window, then hangs.
  */
 import { openDataSource, sql } from './db';
@@ -16,8 +19,14 @@ async function main(): Promise<void> {
     ds,
     { topics: [topic], producerGroup: group },
     {
+      afterHalf: async (_half, message) => {
+        if (mode === 'join-after-half') {
+          report(message.properties.TX_ID!);
+          await hang();
+        }
+      },
       beforeEnd: async (_half, commit) => {
-        if (mode === 'after-commit' && commit) {
+        if ((mode === 'after-commit' || mode === 'join-after-commit') && commit) {
           report(currentTx);
           await hang();
         }
@@ -26,6 +35,18 @@ async function main(): Promise<void> {
     },
   );
   await producer.start();
+  if (mode.startsWith('join-')) {
+    await ds.transaction(async (manager) => {
+      await manager.query(sql('INSERT INTO test_order (id, note) VALUES (?, ?)'), [orderId, mode]);
+      const { txId } = await producer.publish(manager, { topic, body: { orderId } });
+      currentTx = txId;
+      if (mode === 'join-in-work') {
+        report(currentTx);
+        await hang();
+      }
+    });
+    return;
+  }
   await producer.transact({ topic, body: { orderId } }, async (manager, { txId }) => {
     await manager.query(sql('INSERT INTO test_order (id, note) VALUES (?, ?)'), [orderId, mode]);
     currentTx = txId;

@@ -1,12 +1,12 @@
 import type { DataSource } from 'typeorm';
 import { TransactionalProducer, type TransactionalProducerOptions } from '../../src';
 import { createGateway } from '../../src/broker/createGateway';
-import type { BrokerGateway, HalfMessage } from '../../src/broker/gateway';
+import type { BrokerGateway, HalfMessage, OutgoingMessage } from '../../src/broker/gateway';
 import { ENDPOINTS, TRANSPORT } from './env';
 
 export interface Interceptors {
   /** Runs after a half message was accepted, before the local transaction starts. */
-  afterHalf?: (half: HalfMessage) => Promise<void>;
+  afterHalf?: (half: HalfMessage, message: OutgoingMessage) => Promise<void>;
   /** Return false to drop the EndTransaction (as if the process died or the reply was lost). */
   beforeEnd?: (half: HalfMessage, commit: boolean) => Promise<boolean>;
 }
@@ -40,7 +40,7 @@ export function makeProducer(
           shutdown: () => real.shutdown(),
           sendHalf: async (m) => {
             const half = await real.sendHalf(m);
-            if (interceptors.afterHalf) await interceptors.afterHalf(half);
+            if (interceptors.afterHalf) await interceptors.afterHalf(half, m);
             return half;
           },
           endTransaction: async (half, commit) => {

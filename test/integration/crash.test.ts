@@ -1,10 +1,7 @@
-import { spawn, type ChildProcess } from 'node:child_process';
-import { once } from 'node:events';
-import * as path from 'node:path';
-import * as readline from 'node:readline';
 import type { DataSource } from 'typeorm';
 import { TransactionalProducer, uuidv7 } from '../../src';
 import { Collector } from '../helpers/collector';
+import { childInWindow } from '../helpers/crashWindow';
 import { ensureSchema, openDataSource, orderExists, txRecord } from '../helpers/db';
 import { waitFor } from '../helpers/env';
 import { makeProducer } from '../helpers/producer';
@@ -12,37 +9,6 @@ import { makeProducer } from '../helpers/producer';
 const TOPIC = 'rmqtx_tx_2';
 const GROUP = 'it_crash';
 const RUNS = Number(process.env.CRASH_RUNS ?? 2);
-const CHILD = path.join(__dirname, '..', 'helpers', 'crash-child.ts');
-
-/** Starts a producer process and resolves with its txId once it stands inside the crash window. */
-async function childInWindow(mode: 'before-commit' | 'after-commit', orderId: string) {
-  const child: ChildProcess = spawn(
-    process.execPath,
-    ['-r', 'ts-node/register/transpile-only', CHILD, mode, TOPIC, GROUP, orderId],
-    {
-      stdio: ['ignore', 'pipe', 'pipe'],
-      env: { ...process.env, TS_NODE_TRANSPILE_ONLY: '1' },
-    },
-  );
-  let stderr = '';
-  child.stderr!.on('data', (d: Buffer) => (stderr += d.toString()));
-  const lines = readline.createInterface({ input: child.stdout! });
-  const exited = once(child, 'exit');
-  const line = await Promise.race([
-    once(lines, 'line').then(([l]) => String(l)),
-    exited.then(([code]) => {
-      throw new Error(`crash child exited early (code ${code}): ${stderr}`);
-    }),
-  ]);
-  const { txId } = JSON.parse(line) as { txId: string };
-  return {
-    txId,
-    kill: async () => {
-      child.kill('SIGKILL');
-      await exited;
-    },
-  };
-}
 
 describe('crash windows: producer killed with SIGKILL, resolved by another instance of the group', () => {
   let ds: DataSource;
@@ -82,7 +48,7 @@ describe('crash windows: producer killed with SIGKILL, resolved by another insta
     const runs = await Promise.all(
       Array.from({ length: RUNS }, async () => {
         const orderId = `crash1-${uuidv7()}`;
-        const child = await childInWindow('before-commit', orderId);
+        const child = await childInWindow('before-commit', TOPIC, GROUP, orderId);
         await child.kill();
         return { orderId, txId: child.txId };
       }),
@@ -103,7 +69,7 @@ describe('crash windows: producer killed with SIGKILL, resolved by another insta
     const runs = await Promise.all(
       Array.from({ length: RUNS }, async () => {
         const orderId = `crash2-${uuidv7()}`;
-        const child = await childInWindow('after-commit', orderId);
+        const child = await childInWindow('after-commit', TOPIC, GROUP, orderId);
         await child.kill();
         return { orderId, txId: child.txId };
       }),
