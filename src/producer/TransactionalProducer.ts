@@ -31,7 +31,6 @@ import { ConfirmationBatcher } from '../util/ConfirmationBatcher';
 import { outboxRows, prepareEvents, type PreparedEvent, type TransactEvent } from '../outbox/events';
 import {
   JoinedTransactions,
-  transactionDepth,
   type JoinedCall,
   type JoinedTransaction,
   type PublishOutcome,
@@ -207,15 +206,11 @@ export class TransactionalProducer {
     this.joined = new JoinedTransactions({
       committed: (joined) => this.endJoined(joined, this.finishJoinedCommit(joined)),
       rolledBack: (joined, ambiguous) => this.endJoined(joined, this.finishJoinedRollback(joined, ambiguous)),
-      undone: (joined, calls, fenceUndone) => {
-        const rolledBack = this.endCalls(joined.txId, calls, false);
-        if (fenceUndone)
-          this.endJoined(
-            joined,
-            rolledBack.then(() => this.joinedRolledBack(joined)),
-          );
-        else void this.inFlight.track(rolledBack);
-      },
+      undone: (joined) =>
+        this.endJoined(
+          joined,
+          this.endCalls(joined.txId, joined.calls, false).then(() => this.joinedRolledBack(joined)),
+        ),
       failed: (err) => this.logger.error(errorFields(err), 'joined transaction handler failed'),
     });
     this.lifecycle = new Lifecycle(
@@ -319,7 +314,7 @@ export class TransactionalProducer {
    * transaction), sends the half message(s), writes the outbox rows, and returns with the
    * transaction still open. When the caller's QueryRunner commits, the half messages are
    * committed; when it rolls back, they are rolled back. Several calls in one transaction share
-   * one txId and one fence row. A failure throws here, inside the caller's transaction: let it
+   * one txId and one fence row; a call in a deeper savepoint gets its own (rolled back with it). A failure throws here, inside the caller's transaction: let it
    * roll back. If the process dies after the caller's COMMIT, the check-back reads tx_record
    * and delivers the events: ending them after commit is only a speed-up.
    */
@@ -345,7 +340,6 @@ export class TransactionalProducer {
       joined = fresh;
     }
     await joined.recorded;
-    const depth = transactionDepth(queryRunner);
     const { delivery, halves } = await this.sendHalvesOrFallback(txId, prepared, requested);
     try {
       await this.writeOutboxRows(manager, txId, prepared, delivery === 'outbox' ? 'NEW' : 'IN_FLIGHT');
@@ -356,7 +350,7 @@ export class TransactionalProducer {
     }
     const eventIds = prepared.map((p) => p.eventId);
     if (delivery === 'outbox') joined.delivery = 'outbox';
-    joined.calls.push({ depth, halves, eventIds });
+    joined.calls.push({ halves, eventIds });
     return {
       txId,
       delivery,

@@ -17,14 +17,13 @@ export type PublishOutcome =
   /** Not known here (an ambiguous COMMIT, a failed read or EndTransaction): the check-back decides from tx_record. */
   | 'unknown';
 
-/** One publish() call's half messages, at the savepoint depth it ran in. */
+/** One publish() call's half messages. */
 export interface JoinedCall {
-  depth: number;
   halves: HalfMessage[];
   eventIds: string[];
 }
 
-/** The producer's state for one caller transaction, keyed by its QueryRunner. */
+/** One fence row of a caller transaction (one per savepoint level that published), keyed by its QueryRunner. */
 export interface JoinedTransaction {
   readonly txId: string;
   readonly started: number;
@@ -46,8 +45,8 @@ export interface JoinedTransactionHandlers {
   committed(joined: JoinedTransaction): void;
   /** The outermost transaction rolled back (ambiguous: a COMMIT was attempted first). Must not throw. */
   rolledBack(joined: JoinedTransaction, ambiguous: boolean): void;
-  /** A savepoint rollback undid these calls (all of them when `fenceUndone`). Must not throw. */
-  undone(joined: JoinedTransaction, calls: JoinedCall[], fenceUndone: boolean): void;
+  /** A savepoint rollback undid this fence row and every call on it. Must not throw. */
+  undone(joined: JoinedTransaction): void;
   /** A handler failed unexpectedly (logged; never rethrown into TypeORM). */
   failed(err: unknown): void;
 }
@@ -77,7 +76,15 @@ function subscribersOf(dataSource: DataSource): EntitySubscriberInterface[] | un
  * caller's commit returned, holding none of its connection).
  */
 export class JoinedTransactions implements EntitySubscriberInterface {
-  private readonly byRunner = new WeakMap<QueryRunner, JoinedTransaction>();
+  /**
+   * The fences of each caller transaction, oldest first. A publish() in a savepoint deeper than
+   * every fence gets its own fence row (its own txId), inserted inside that savepoint: a ROLLBACK
+   * TO SAVEPOINT then removes the row with the calls, so a check-back of those half messages
+   * tombstones and answers ROLLBACK even when the immediate rollback never reaches the broker.
+   * (One fence per caller transaction would answer COMMIT for them once the outer transaction
+   * commits: the undone events would be delivered.)
+   */
+  private readonly byRunner = new WeakMap<QueryRunner, JoinedTransaction[]>();
 
   constructor(private readonly handlers: JoinedTransactionHandlers) {}
 
@@ -93,11 +100,15 @@ export class JoinedTransactions implements EntitySubscriberInterface {
     if (at >= 0) subscribers!.splice(at, 1);
   }
 
+  /** The fence a publish() at the QueryRunner's current savepoint depth joins, if any. */
   get(queryRunner: QueryRunner): JoinedTransaction | undefined {
-    return this.byRunner.get(queryRunner);
+    const depth = transactionDepth(queryRunner);
+    const fences = this.byRunner.get(queryRunner) ?? [];
+    for (let i = fences.length - 1; i >= 0; i--) if (fences[i]!.fenceDepth === depth) return fences[i];
+    return undefined;
   }
 
-  /** Starts the state of a caller transaction (the caller then inserts its fence row). */
+  /** Starts a fence of a caller transaction at its current depth (the caller then inserts the row). */
   join(queryRunner: QueryRunner, txId: string, delivery: DeliveryMode, started: number): JoinedTransaction {
     let settle!: (outcome: PublishOutcome) => void;
     const outcome = new Promise<PublishOutcome>((resolve) => (settle = resolve));
@@ -112,56 +123,60 @@ export class JoinedTransactions implements EntitySubscriberInterface {
       outcome,
       settle,
     };
-    this.byRunner.set(queryRunner, joined);
+    const fences = this.byRunner.get(queryRunner);
+    if (fences) fences.push(joined);
+    else this.byRunner.set(queryRunner, [joined]);
     return joined;
   }
 
-  /** Forgets a transaction whose fence row could not be inserted. */
+  /** Forgets a fence whose row could not be inserted. */
   forget(queryRunner: QueryRunner, joined: JoinedTransaction): void {
-    if (this.byRunner.get(queryRunner) === joined) this.byRunner.delete(queryRunner);
+    const fences = this.byRunner.get(queryRunner);
+    const at = fences ? fences.indexOf(joined) : -1;
+    if (at >= 0) fences!.splice(at, 1);
   }
 
   beforeTransactionCommit(event: TransactionCommitEvent): void {
-    const joined = this.byRunner.get(event.queryRunner);
+    const fences = this.byRunner.get(event.queryRunner);
     // Depth 1: this is the outermost COMMIT (a savepoint release has depth > 1).
-    if (joined && transactionDepth(event.queryRunner) <= 1) joined.commitAttempted = true;
+    if (fences && transactionDepth(event.queryRunner) <= 1) for (const f of fences) f.commitAttempted = true;
   }
 
   afterTransactionCommit(event: TransactionCommitEvent): void {
     this.guard(() => {
       const queryRunner = event.queryRunner;
-      const joined = this.byRunner.get(queryRunner);
-      if (!joined) return;
+      const fences = this.byRunner.get(queryRunner);
+      if (!fences) return;
       if (queryRunner.isTransactionActive) {
-        // A savepoint was released: its work now belongs to the enclosing level.
+        // A savepoint was released: its fences now belong to the enclosing level.
         const depth = transactionDepth(queryRunner);
-        joined.fenceDepth = Math.min(joined.fenceDepth, depth);
-        for (const call of joined.calls) call.depth = Math.min(call.depth, depth);
+        for (const f of fences) f.fenceDepth = Math.min(f.fenceDepth, depth);
         return;
       }
       this.byRunner.delete(queryRunner);
-      this.handlers.committed(joined);
+      for (const f of fences) this.handlers.committed(f);
     });
   }
 
   afterTransactionRollback(event: TransactionRollbackEvent): void {
     this.guard(() => {
       const queryRunner = event.queryRunner;
-      const joined = this.byRunner.get(queryRunner);
-      if (!joined) return;
+      const fences = this.byRunner.get(queryRunner);
+      if (!fences) return;
       if (queryRunner.isTransactionActive) {
-        // ROLLBACK TO SAVEPOINT: the calls made inside it are undone, the fence row too if it was.
+        // ROLLBACK TO SAVEPOINT: the fences inserted inside it are gone, with their calls.
         const depth = transactionDepth(queryRunner);
-        const fenceUndone = joined.fenceDepth > depth;
-        const undone = fenceUndone ? joined.calls : joined.calls.filter((c) => c.depth > depth);
-        if (undone.length === 0 && !fenceUndone) return;
-        joined.calls = fenceUndone ? [] : joined.calls.filter((c) => c.depth <= depth);
-        if (fenceUndone) this.byRunner.delete(queryRunner);
-        this.handlers.undone(joined, undone, fenceUndone);
+        const undone = fences.filter((f) => f.fenceDepth > depth);
+        if (undone.length === 0) return;
+        this.byRunner.set(
+          queryRunner,
+          fences.filter((f) => f.fenceDepth <= depth),
+        );
+        for (const f of undone) this.handlers.undone(f);
         return;
       }
       this.byRunner.delete(queryRunner);
-      this.handlers.rolledBack(joined, joined.commitAttempted);
+      for (const f of fences) this.handlers.rolledBack(f, f.commitAttempted);
     });
   }
 

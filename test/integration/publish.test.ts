@@ -170,7 +170,7 @@ describe('publish() inside the caller transaction, against the real broker and d
     expect(delivered(eventId)).toBe(0);
   });
 
-  it('a savepoint released is not mistaken for the commit; a savepoint rolled back undoes its publish', async () => {
+  it('a savepoint released is not mistaken for the commit; a savepoint rolled back undoes its publish (own fence row)', async () => {
     const id = `order-${uuidv7()}`;
     let inner: PublishResult | undefined;
     let undone: PublishResult | undefined;
@@ -196,7 +196,11 @@ describe('publish() inside the caller transaction, against the real broker and d
       return producer.publish(manager, { topic: TOPIC, body: 'outer' });
     });
     expect(inner!.txId).toBe(outer.txId);
-    expect(undone!.txId).toBe(outer.txId);
+    // The rolled-back savepoint's call had its own fence row, undone with the savepoint: a
+    // check-back of its half message finds no row and answers ROLLBACK.
+    expect(undone!.txId).not.toBe(outer.txId);
+    await expect(undone!.outcome).resolves.toBe('rolled_back');
+    expect(await txRecord(ds, undone!.txId)).toBeUndefined();
     await expect(outer.outcome).resolves.toBe('committed');
     await waitFor(() => delivered(inner!.eventIds[0]!) > 0 && delivered(outer.eventIds[0]!) > 0, {
       description: 'released-savepoint and outer events delivered',
