@@ -153,7 +153,21 @@ export class OutboxRelay {
       return 0;
     }
     this.counters.claimed += rows.length;
-    await Promise.all(rows.map((row) => this.deliver(row)));
+    const sent = (await Promise.all(rows.map((row) => this.deliver(row)))).filter(
+      (row): row is ClaimedOutboxEvent => row !== undefined,
+    );
+    // One UPDATE for every row of the batch that reached the broker, not one per row.
+    if (sent.length > 0) {
+      await this.mark(() =>
+        this.store.markSentMany(
+          sent.map((row) => row.eventId),
+          o.relayId,
+        ),
+      );
+    }
+    for (const row of sent) {
+      this.report({ eventId: row.eventId, topic: row.topic, result: 'sent', attempts: row.attempts + 1 });
+    }
     return rows.length;
   }
 
@@ -218,7 +232,8 @@ export class OutboxRelay {
     });
   }
 
-  private async deliver(row: ClaimedOutboxEvent): Promise<void> {
+  /** Sends one row; resolves with it when the broker has it (marked SENT by the caller, per batch). */
+  private async deliver(row: ClaimedOutboxEvent): Promise<ClaimedOutboxEvent | undefined> {
     const o = this.options;
     try {
       await sendCommitted(
@@ -247,12 +262,11 @@ export class OutboxRelay {
         error: err,
         ...(dead ? {} : { retryInMs }),
       });
-      return;
+      return undefined;
     }
     this.counters.sent++;
     this.observers.emit('relayDelivery', { topic: row.topic, result: 'sent' });
-    await this.mark(() => this.store.markSent(row.eventId, o.relayId));
-    this.report({ eventId: row.eventId, topic: row.topic, result: 'sent', attempts: row.attempts + 1 });
+    return row;
   }
 
   private report(outcome: RelayOutcome): void {

@@ -100,6 +100,8 @@ export interface OutboxStore {
   claim(options: ClaimOptions): Promise<ClaimedOutboxEvent[]>;
   /** The message is on the broker: a NEW (relay) or IN_FLIGHT (discard recovery) row becomes SENT. */
   markSent(eventId: string, owner: string): Promise<void>;
+  /** markSent for a batch, in one statement (not fenced by owner, as markSent). */
+  markSentMany(eventIds: readonly string[], owner: string): Promise<void>;
   /** Records a failed send: back to NEW after `retryInMs`, or DEAD when `dead`. */
   markFailed(eventId: string, owner: string, error: string, retryInMs: number, dead: boolean): Promise<void>;
   /**

@@ -299,6 +299,7 @@ class ScriptedOutbox implements OutboxStore {
     return this.rows.splice(0);
   }
   async markSent(): Promise<void> {}
+  async markSentMany(): Promise<void> {}
   async markFailed(): Promise<void> {}
   async promoteUnconfirmed(): Promise<number> {
     return this.promote;

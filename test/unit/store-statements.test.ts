@@ -47,6 +47,7 @@ function outboxStatements(sql: OutboxSql): Record<string, Statement> {
     readClaimed: sql.readClaimed(['a', 'b']),
     releaseUnconfirmed: sql.releaseUnconfirmed('a', 'owner', 'err', 10),
     markSent: sql.markSent('a'),
+    markSentMany: sql.markSentMany(['a', 'b']),
     markFailed: sql.markFailed('a', 'owner', 'err', 10, true),
     promote: sql.promote(['a', 'b']),
     replayDeadAll: sql.replayDead(),

@@ -101,6 +101,11 @@ export class TypeOrmOutboxStore implements OutboxStore {
     await execute(this.dataSource, this.sql.markSent(eventId));
   }
 
+  async markSentMany(eventIds: readonly string[]): Promise<void> {
+    if (eventIds.length === 0) return;
+    await execute(this.dataSource, this.sql.markSentMany(eventIds));
+  }
+
   async markFailed(
     eventId: string,
     owner: string,

@@ -89,6 +89,8 @@ export interface OutboxSql {
   readClaimed(eventIds: readonly string[]): Statement;
   releaseUnconfirmed(eventId: string, owner: string, error: string, retryInMs: number): Statement;
   markSent(eventId: string): Statement;
+  /** markSent for many rows in one statement (the relay's claimed batch). */
+  markSentMany(eventIds: readonly string[]): Statement;
   markFailed(eventId: string, owner: string, error: string, retryInMs: number, dead: boolean): Statement;
   /** IN_FLIGHT rows of `eventIds` become NEW (due now), with the reason in last_error. */
   promote(eventIds: readonly string[]): Statement;

@@ -42,6 +42,9 @@ export class FakeOutboxStore implements OutboxStore {
   async markSent(id: string): Promise<void> {
     if (['NEW', 'IN_FLIGHT'].includes(this.statuses.get(id) ?? '')) this.statuses.set(id, 'SENT');
   }
+  async markSentMany(ids: readonly string[]): Promise<void> {
+    for (const id of ids) await this.markSent(id);
+  }
   /** As the SQL: IN_FLIGHT rows inserted at least horizonMs ago, not leased (group check left out). */
   async claimUnconfirmed({
     horizonMs,

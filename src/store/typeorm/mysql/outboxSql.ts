@@ -107,6 +107,15 @@ export const mysqlOutboxSql: OutboxSql = {
     );
   },
 
+  markSentMany(eventIds) {
+    return stmt(
+      `UPDATE outbox_event SET status = 'SENT', published_at = ${NOW}, lease_until = NULL, lease_owner = NULL,
+         last_error = NULL
+       WHERE event_id IN (${list(eventIds)}) AND status IN ('NEW', 'IN_FLIGHT')`,
+      eventIds,
+    );
+  },
+
   markFailed(eventId, owner, error, retryInMs, dead) {
     return stmt(
       `UPDATE outbox_event SET attempts = attempts + 1, last_error = ?, status = ?,
