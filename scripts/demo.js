@@ -79,6 +79,8 @@ async function main() {
       TS_NODE_TRANSPILE_ONLY: '1',
       ROCKETMQ_ENDPOINTS: broker.endpoints,
       ROCKETMQ_TX_DB_URL: dbUrl,
+      // The local broker's NameServer: the demo's doctor step reads the broker's settings there.
+      ...(broker.namesrvAddr ? { ROCKETMQ_NAMESRV: broker.namesrvAddr } : {}),
     },
   });
   console.log(`[demo] finished in ${((Date.now() - t0) / 1000).toFixed(1)} s (exit ${r.status ?? r.signal})`);

@@ -39,6 +39,7 @@ const POSTGRES_COMPONENT_SUITES = [
   'reconcile',
   'metrics',
   'lean-transport',
+  'doctor',
 ];
 
 const DEFAULT_DB_URL = 'mysql://root@127.0.0.1:3306/test';

@@ -55,6 +55,29 @@ export const doctorFlags = {
     value: '<t1,t2>',
     description: 'FIFO topics (outbox delivery, messageGroup = aggregateId)',
   },
+  namesrv: {
+    type: 'string',
+    value: '<host:port>',
+    description:
+      "NameServer (env ROCKETMQ_NAMESRV): reads the broker's transactional settings, consumer groups' retry maximum and DLQ depth",
+  },
+  'producer-topics': {
+    type: 'string',
+    multiple: true,
+    value: '<t1,t2>',
+    description: "the producer's `topics` (every transactional topic must be declared)",
+  },
+  'consumer-groups': {
+    type: 'string',
+    multiple: true,
+    value: '<g1,g2>',
+    description: 'consumer groups whose retry maximum and DLQ depth are read (with --namesrv)',
+  },
+  'max-dlq': {
+    type: 'string',
+    value: '<n>',
+    description: "messages in a consumer group's DLQ above which it warns (default 0)",
+  },
   'outbox-fallback': { type: 'boolean', description: 'the producer runs with outboxFallback: true' },
   'lock-wait': {
     type: 'string',
@@ -151,10 +174,15 @@ export function doctorOptions(
   const requestTimeoutMs = dur('request-timeout', 100, 60_000);
   bindings.bind('tls.caFile', 'ca-file', stringFlag(flags, 'ca-file'));
   bindings.bind('migrationsTableName', 'migrations-table', stringFlag(flags, 'migrations-table'));
+  const nameServer = stringFlag(flags, 'namesrv') ?? (env.ROCKETMQ_NAMESRV || undefined);
+  bindings.bind('broker.nameServer', 'namesrv', nameServer);
+  const producerTopics =
+    flags['producer-topics'] === undefined ? undefined : topicsFlag(flags, 'producer-topics');
   const thresholds = {
     maxBacklog: int('max-backlog', 0, 1_000_000_000),
     maxUndeliveredAgeMs: dur('max-undelivered-age', 1000, 30 * DAY),
     maxDead: int('max-dead', 0, 1_000_000_000),
+    maxDlqDepth: int('max-dlq', 0, 1_000_000_000),
     retentionMs: dur('retention', 60_000, 3650 * DAY),
     retentionGraceMs: dur('retention-grace', 0, 365 * DAY),
   };
@@ -172,7 +200,10 @@ export function doctorOptions(
           ? { tls: true }
           : {}),
       ...(requestTimeoutMs !== undefined ? { requestTimeoutMs } : {}),
+      ...(nameServer !== undefined ? { nameServer } : {}),
     },
+    producerTopics,
+    consumerGroups: topicsFlag(flags, 'consumer-groups', 'group'),
     transactionTopics: topicsFlag(flags, 'transaction-topics'),
     outboxTopics: topicsFlag(flags, 'outbox-topics'),
     fifoTopics: topicsFlag(flags, 'fifo-topics'),

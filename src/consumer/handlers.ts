@@ -84,6 +84,27 @@ export class HandlerRegistry {
     }
   }
 
+  /**
+   * Where an event of this type and version would go, without running an upcaster: the handled
+   * version it reaches (through `upcasts` steps), or why none (doctor's code-level check).
+   */
+  route(
+    eventType: string,
+    eventVersion: number,
+  ):
+    | { kind: 'handler'; handledVersion: number; upcasts: number }
+    | { kind: 'unknown-type' }
+    | { kind: 'unknown-version'; handled: number[] } {
+    const byVersion = this.handlers.get(eventType);
+    if (!byVersion) return { kind: 'unknown-type' };
+    const steps = this.upcasters.get(eventType);
+    for (let v = eventVersion, upcasts = 0; ; v++, upcasts++) {
+      if (byVersion.has(v)) return { kind: 'handler', handledVersion: v, upcasts };
+      if (!steps?.has(v))
+        return { kind: 'unknown-version', handled: [...byVersion.keys()].sort((a, b) => a - b) };
+    }
+  }
+
   /** The handler for an envelope, upcasting older versions step by step when a chain exists. */
   resolve(envelope: Envelope): Resolution {
     const byVersion = this.handlers.get(envelope.eventType);

@@ -186,9 +186,22 @@ export function optionChecks(o: ResolvedDoctorOptions): DoctorCheck[] {
   }
 
   const fenceMs = Math.max(1, Math.ceil(o.lockWaitTimeoutMs / 1000)) * 1000;
-  const lw = `fence lock wait ${formatDuration(fenceMs)} (checkBack.lockWaitTimeoutMs ${o.lockWaitTimeoutMs} ms, whole seconds)`;
-  const lwThreshold = `<= half the check interval (${formatDuration(o.brokerCheckIntervalMs / 2)})`;
-  if (fenceMs >= o.brokerCheckIntervalMs) {
+  const lw = `fence lock wait ${formatDuration(fenceMs)} (checkBack.lockWaitTimeoutMs ${o.lockWaitTimeoutMs} ms, whole seconds on MySQL)`;
+  const lwThreshold =
+    `<= the broker's transactionTimeOut (${formatDuration(o.brokerTxTimeoutMs)}) and ` +
+    `<= half the check interval (${formatDuration(o.brokerCheckIntervalMs / 2)})`;
+  if (fenceMs > o.brokerTxTimeoutMs) {
+    out.push(
+      check('options', 'options.lock-wait', 'fail', lw, {
+        threshold: lwThreshold,
+        advice:
+          "a check-back may wait on the producer's row longer than the broker waits before it asks at all: " +
+          'a producer transaction still running at its first check-back holds a DB connection of the ' +
+          'check-back for longer than the broker gives a transaction; lower checkBack.lockWaitTimeoutMs ' +
+          "below the broker's transactionTimeOut, or raise transactionTimeOut",
+      }),
+    );
+  } else if (fenceMs >= o.brokerCheckIntervalMs) {
     out.push(
       check('options', 'options.lock-wait', 'fail', lw, {
         threshold: lwThreshold,

@@ -1,15 +1,17 @@
 import type { DataSource } from 'typeorm';
 import { InvalidOptionError } from '../errors';
 import { GRANT_COMPONENTS, type GrantComponent } from '../store/typeorm/grants';
+import { HandlerRegistry } from '../consumer/handlers';
+import type { IdempotentConsumerOptions, Subscription } from '../consumer/options';
 import {
-  optionalCredentials,
+  BROKER_CONNECTION_OPTION_KEYS,
   requireDataSource,
-  requireEndpoints,
   requireResourceName,
-  resolveTls,
-  type Credentials,
-  type TlsOption,
+  resolveBrokerConnection,
+  type BrokerConnectionOptions,
+  type ResolvedBrokerConnection,
 } from '../util/clientOptions';
+import { requireEndpoints } from '../util/validate';
 import { noopLogger, type Logger } from '../util/logger';
 import {
   optionalBoolean,
@@ -24,14 +26,31 @@ const MINUTE = 60_000;
 const HOUR = 60 * MINUTE;
 const DAY = 24 * HOUR;
 
-/** The broker to check; the same connection options as the producer's. */
-export interface DoctorBrokerOptions {
-  endpoints: string;
-  namespace?: string;
-  credentials?: Credentials;
-  tls?: TlsOption;
-  /** Per-RPC timeout of the route queries. Default 3000 ms. */
-  requestTimeoutMs?: number;
+/**
+ * The broker to check: the broker half of the components' ConnectionOptions (endpoints,
+ * namespace, credentials, tls, requestTimeoutMs), and the NameServer for the admin reads.
+ */
+export interface DoctorBrokerOptions extends BrokerConnectionOptions {
+  /**
+   * NameServer address(es) ("host:9876" or "h1:9876;h2:9876"): doctor then reads, over
+   * RocketMQ's remoting protocol, each master broker's transactionTimeOut /
+   * transactionCheckInterval / transactionCheckMax (used instead of the stated brokerTxTimeoutMs,
+   * brokerCheckIntervalMs, brokerCheckMax), each consumer group's retryMaxTimes and DLQ depth,
+   * and the producers online per transactional topic. Without it those checks are skipped.
+   */
+  nameServer?: string;
+}
+
+/** A consumer as doctor sees it: the parts of IdempotentConsumerOptions its checks read (pass your options). */
+export type DoctorConsumerOptions = Pick<
+  IdempotentConsumerOptions,
+  'consumerGroup' | 'subscriptions' | 'handlers' | 'upcasters' | 'unknownEventTypes'
+>;
+
+/** An event type and contract version a topic carries (an EventDefinition fits). */
+export interface DoctorEventType {
+  eventType: string;
+  eventVersion: number;
 }
 
 /** Limits of the database checks; each has a default (docs/doctor.md). */
@@ -42,6 +61,8 @@ export interface DoctorThresholds {
   maxUndeliveredAgeMs?: number;
   /** DEAD outbox rows above which it fails. Default 0. */
   maxDead?: number;
+  /** Messages in a consumer group's dead-letter queue (%DLQ%group) above which it warns (needs broker.nameServer). Default 0. */
+  maxDlqDepth?: number;
   /** Your retention (what `rocketmq-tx archive --older-than` uses); without it the retention check is skipped. */
   retentionMs?: number;
   /** How far past `retentionMs` the oldest SENT row may be before it warns (archival runs periodically). Default 1 day. */
@@ -65,6 +86,17 @@ export interface DoctorOptions {
   outboxTopics?: readonly string[];
   /** FIFO topics (outbox delivery; transactional messages cannot be FIFO). */
   fifoTopics?: readonly string[];
+  /**
+   * The producer's `topics` (declared at start; check-backs reach a producer per topic). Every
+   * transactional topic must be among them. Without it that check is skipped.
+   */
+  producerTopics?: readonly string[];
+  /** Consumer groups whose broker settings (retryMaxTimes, DLQ depth) are read (besides those of `consumers`). */
+  consumerGroups?: readonly string[];
+  /** Your consumers' options: their handlers and upcasters are checked against `topicEvents`. */
+  consumers?: readonly DoctorConsumerOptions[];
+  /** The event types and versions each topic carries, e.g. `{ orders_events: [OrderCreated, OrderPaidV2] }`. */
+  topicEvents?: Readonly<Record<string, readonly DoctorEventType[]>>;
   /** The producer's `outboxFallback`. Default false. */
   outboxFallback?: boolean;
   /** The producer's `checkBack.lockWaitTimeoutMs`. Default 2000. */
@@ -88,16 +120,11 @@ export interface ResolvedDoctorOptions {
   components: GrantComponent[];
   archive: boolean | undefined;
   migrationsTableName: string;
-  broker:
-    | {
-        endpoints: string;
-        namespace: string;
-        credentials?: Credentials;
-        sslEnabled: boolean;
-        tlsCa?: Buffer;
-        requestTimeoutMs: number;
-      }
-    | undefined;
+  broker: (ResolvedBrokerConnection & { nameServer?: string }) | undefined;
+  producerTopics: string[] | undefined;
+  consumerGroups: string[];
+  consumers: ResolvedDoctorConsumer[];
+  topicEvents: Map<string, DoctorEventType[]>;
   transactionTopics: string[];
   outboxTopics: string[];
   fifoTopics: string[];
@@ -110,6 +137,7 @@ export interface ResolvedDoctorOptions {
   maxBacklog: number;
   maxUndeliveredAgeMs: number;
   maxDead: number;
+  maxDlqDepth: number;
   retentionMs: number | undefined;
   retentionGraceMs: number;
   onProgress: (message: string) => void;
@@ -126,6 +154,10 @@ const KEYS = [
   'outboxTopics',
   'fifoTopics',
   'outboxFallback',
+  'producerTopics',
+  'consumerGroups',
+  'consumers',
+  'topicEvents',
   'lockWaitTimeoutMs',
   'discardHorizonMs',
   'brokerCheckIntervalMs',
@@ -161,22 +193,85 @@ function components(value: unknown): GrantComponent[] {
   ];
 }
 
+export interface ResolvedDoctorConsumer {
+  consumerGroup: string;
+  topics: string[];
+  registry: HandlerRegistry;
+  unknownEventTypes: 'retry' | 'ignore';
+}
+
 function broker(value: unknown): ResolvedDoctorOptions['broker'] {
   if (value === undefined) return undefined;
   const b = optionalObject('broker', value);
-  rejectUnknownKeys('broker', b, ['endpoints', 'namespace', 'credentials', 'tls', 'requestTimeoutMs']);
-  const tls = resolveTls(b.tls, undefined);
-  const credentials = optionalCredentials(b.credentials);
-  const namespace = optionalString('broker.namespace', b.namespace, '');
-  if (namespace !== '') requireResourceName('broker.namespace', namespace);
+  rejectUnknownKeys('broker', b, [...BROKER_CONNECTION_OPTION_KEYS, 'nameServer']);
+  const resolved = resolveBrokerConnection(b, 'broker.');
+  if (resolved.namespace !== '') requireResourceName('broker.namespace', resolved.namespace);
   return {
-    endpoints: requireEndpoints(b.endpoints),
-    namespace,
-    ...(credentials ? { credentials } : {}),
-    sslEnabled: tls.sslEnabled,
-    ...(tls.tlsCa ? { tlsCa: tls.tlsCa } : {}),
-    requestTimeoutMs: optionalInt('broker.requestTimeoutMs', b.requestTimeoutMs, 3000, 100, 60_000),
+    ...resolved,
+    ...(b.nameServer !== undefined
+      ? { nameServer: requireEndpoints(b.nameServer, 'broker.nameServer') }
+      : {}),
   };
+}
+
+function consumers(value: unknown): ResolvedDoctorConsumer[] {
+  if (value === undefined) return [];
+  if (!Array.isArray(value) || value.length > 100) {
+    throw new InvalidOptionError('consumers', value, 'an array of at most 100 consumer options');
+  }
+  return value.map((raw: unknown, i: number) => {
+    const c = optionalObject(`consumers[${i}]`, raw);
+    const subs = c.subscriptions;
+    if (!Array.isArray(subs) || subs.length === 0) {
+      throw new InvalidOptionError(`consumers[${i}].subscriptions`, subs, 'a non-empty array of topics');
+    }
+    const unknown = c.unknownEventTypes ?? 'retry';
+    if (unknown !== 'retry' && unknown !== 'ignore') {
+      throw new InvalidOptionError(`consumers[${i}].unknownEventTypes`, unknown, '"retry" or "ignore"');
+    }
+    return {
+      consumerGroup: requireResourceName(`consumers[${i}].consumerGroup`, c.consumerGroup),
+      topics: subs.map((s: unknown, j: number) =>
+        requireResourceName(
+          `consumers[${i}].subscriptions[${j}]`,
+          typeof s === 'object' && s !== null ? (s as Subscription).topic : s,
+        ),
+      ),
+      registry: new HandlerRegistry(c.handlers, c.upcasters),
+      unknownEventTypes: unknown,
+    };
+  });
+}
+
+function topicEvents(value: unknown): Map<string, DoctorEventType[]> {
+  const o = optionalObject('topicEvents', value);
+  const out = new Map<string, DoctorEventType[]>();
+  for (const [topic, list] of Object.entries(o)) {
+    requireResourceName(`topicEvents key`, topic);
+    if (!Array.isArray(list)) {
+      throw new InvalidOptionError(`topicEvents.${topic}`, list, 'an array of { eventType, eventVersion }');
+    }
+    out.set(
+      topic,
+      list.map((e: unknown, i: number) => {
+        const d = optionalObject(`topicEvents.${topic}[${i}]`, e);
+        if (typeof d.eventType !== 'string' || d.eventType === '') {
+          throw new InvalidOptionError(`topicEvents.${topic}[${i}].eventType`, d.eventType, 'an event type');
+        }
+        return {
+          eventType: d.eventType,
+          eventVersion: optionalInt(
+            `topicEvents.${topic}[${i}].eventVersion`,
+            d.eventVersion,
+            1,
+            1,
+            1_000_000,
+          ),
+        };
+      }),
+    );
+  }
+  return out;
 }
 
 /** Validates every option; throws InvalidOptionError naming the first bad one. */
@@ -188,6 +283,7 @@ export function resolveDoctorOptions(options: unknown): ResolvedDoctorOptions {
     'maxBacklog',
     'maxUndeliveredAgeMs',
     'maxDead',
+    'maxDlqDepth',
     'retentionMs',
     'retentionGraceMs',
   ]);
@@ -208,6 +304,11 @@ export function resolveDoctorOptions(options: unknown): ResolvedDoctorOptions {
     outboxTopics: topicList('outboxTopics', o.outboxTopics),
     fifoTopics: topicList('fifoTopics', o.fifoTopics),
     outboxFallback: optionalBoolean('outboxFallback', o.outboxFallback, false),
+    producerTopics:
+      o.producerTopics === undefined ? undefined : topicList('producerTopics', o.producerTopics),
+    consumerGroups: topicList('consumerGroups', o.consumerGroups),
+    consumers: consumers(o.consumers),
+    topicEvents: topicEvents(o.topicEvents),
     lockWaitTimeoutMs: optionalInt('lockWaitTimeoutMs', o.lockWaitTimeoutMs, 2000, 1, 60_000),
     discardHorizonMs,
     brokerCheckIntervalMs: optionalInt('brokerCheckIntervalMs', o.brokerCheckIntervalMs, 30_000, 100, DAY),
@@ -222,6 +323,7 @@ export function resolveDoctorOptions(options: unknown): ResolvedDoctorOptions {
       30 * DAY,
     ),
     maxDead: optionalInt('thresholds.maxDead', t.maxDead, 0, 0, 1_000_000_000),
+    maxDlqDepth: optionalInt('thresholds.maxDlqDepth', t.maxDlqDepth, 0, 0, 1_000_000_000),
     retentionMs:
       t.retentionMs === undefined
         ? undefined

@@ -5,7 +5,15 @@ import { classifyAny, dialectFor } from '../store/typeorm/dialect';
 import { doctorQueries } from '../store/typeorm/doctorQueries';
 import { readOutboxStatusRows } from '../store/typeorm/statusQueries';
 import { tableGrants } from '../store/typeorm/grants';
+import {
+  adminChecks,
+  effectiveSettings,
+  groupsToRead,
+  readBrokerAdmin,
+  type BrokerAdminFacts,
+} from './adminChecks';
 import { brokerChecks, intendedTypes, optionChecks } from './brokerChecks';
+import { codeChecks } from './codeChecks';
 import {
   clockCheck,
   inDoubtCheck,
@@ -41,9 +49,24 @@ import { compareSchema, expectedSchema, readSchema } from './schema';
  * @throws InvalidOptionError for a bad option (before anything runs).
  */
 export async function runDoctor(options?: DoctorOptions): Promise<DoctorReport> {
-  const o = resolveDoctorOptions(options);
+  let o = resolveDoctorOptions(options);
   if (o.dataSource) dialectFor(o.dataSource);
   const checks: DoctorCheck[] = [];
+  // The broker's own settings first: the horizon and lock-wait checks compare with them.
+  let admin: { facts: BrokerAdminFacts } | { error: unknown } | undefined;
+  if (o.broker?.nameServer) {
+    o.onProgress(
+      `broker settings via the NameServer ${o.broker.nameServer} (${groupsToRead(o).length} consumer group(s))`,
+    );
+    try {
+      const facts = await readBrokerAdmin(o);
+      admin = { facts };
+      o = { ...o, ...effectiveSettings(facts) };
+    } catch (err) {
+      admin = { error: err };
+    }
+  }
+  checks.push(...adminChecks(o, admin));
   if (o.dataSource) {
     checks.push(...(await databaseChecks(o.dataSource, o)));
   } else {
@@ -51,7 +74,7 @@ export async function runDoctor(options?: DoctorOptions): Promise<DoctorReport> 
   }
   checks.push(...(await brokerPart(o)));
   o.onProgress('options');
-  checks.push(...optionChecks(o));
+  checks.push(...optionChecks(o), ...codeChecks(o));
   return buildReport(checks);
 }
 

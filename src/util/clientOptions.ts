@@ -185,16 +185,26 @@ export interface ConnectionOptions {
   logger?: Logger;
 }
 
-/** ConnectionOptions with every default applied and TLS resolved. */
-export interface ResolvedConnection {
+/** The broker half of ConnectionOptions (no dataSource, no lifecycle bounds): what a read-only client needs. */
+export type BrokerConnectionOptions = Pick<
+  ConnectionOptions,
+  'endpoints' | 'namespace' | 'credentials' | 'tls' | 'sslEnabled' | 'requestTimeoutMs'
+>;
+
+/** BrokerConnectionOptions with every default applied and TLS resolved. */
+export interface ResolvedBrokerConnection {
   endpoints: string;
-  dataSource: DataSource;
   namespace: string;
   credentials?: Credentials;
   sslEnabled: boolean;
   /** Custom CA (PEM) to trust instead of the system CAs. */
   tlsCa?: Buffer;
   requestTimeoutMs: number;
+}
+
+/** ConnectionOptions with every default applied and TLS resolved. */
+export interface ResolvedConnection extends ResolvedBrokerConnection {
+  dataSource: DataSource;
   startTimeoutMs: number;
   shutdownTimeoutMs: number;
   logger: Logger;
@@ -214,21 +224,32 @@ export const CONNECTION_OPTION_KEYS = [
   'logger',
 ] as const satisfies ReadonlyArray<keyof ConnectionOptions>;
 
+/**
+ * Validates and resolves the broker half of the connection options (other keys are ignored).
+ * `prefix` names the options in errors when they sit in a nested object (e.g. 'broker.').
+ */
+export function resolveBrokerConnection(o: Record<string, unknown>, prefix = ''): ResolvedBrokerConnection {
+  const endpoints = requireEndpoints(o.endpoints, `${prefix}endpoints`);
+  const credentials = optionalCredentials(o.credentials);
+  return {
+    endpoints,
+    namespace: optionalString(`${prefix}namespace`, o.namespace, '', { pattern: RESOURCE_NAME_RE }),
+    ...(credentials ? { credentials } : {}),
+    ...resolveTls(o.tls, o.sslEnabled),
+    requestTimeoutMs: optionalInt(`${prefix}requestTimeoutMs`, o.requestTimeoutMs, 3000, 100, 120_000),
+  };
+}
+
 /** Validates and resolves the connection options of an options object (other keys are ignored). */
 export function resolveConnection(
   o: Record<string, unknown>,
   defaults: { shutdownTimeoutMs: number },
 ): ResolvedConnection {
-  const endpoints = requireEndpoints(o.endpoints);
+  const broker = resolveBrokerConnection(o);
   const dataSource = requireDataSource(o.dataSource);
-  const credentials = optionalCredentials(o.credentials);
   return {
-    endpoints,
+    ...broker,
     dataSource,
-    namespace: optionalString('namespace', o.namespace, '', { pattern: RESOURCE_NAME_RE }),
-    ...(credentials ? { credentials } : {}),
-    ...resolveTls(o.tls, o.sslEnabled),
-    requestTimeoutMs: optionalInt('requestTimeoutMs', o.requestTimeoutMs, 3000, 100, 120_000),
     startTimeoutMs: optionalInt('startTimeoutMs', o.startTimeoutMs, 15_000, 100, 600_000),
     shutdownTimeoutMs: optionalInt(
       'shutdownTimeoutMs',
@@ -240,3 +261,13 @@ export function resolveConnection(
     logger: optionalFunctionsOf<Logger>('logger', o.logger, ['debug', 'info', 'warn', 'error']) ?? noopLogger,
   };
 }
+
+/** The option names of BrokerConnectionOptions. */
+export const BROKER_CONNECTION_OPTION_KEYS = [
+  'endpoints',
+  'namespace',
+  'credentials',
+  'tls',
+  'sslEnabled',
+  'requestTimeoutMs',
+] as const satisfies ReadonlyArray<keyof BrokerConnectionOptions>;

@@ -13,11 +13,12 @@ import {
   type DoctorCheck,
   type DoctorReport,
 } from '../../src';
+import { databaseOf } from '../helpers/db';
 import { DB_URL, ENDPOINTS } from '../helpers/env';
 import { buildCli } from '../helpers/buildCli';
 
 // `rocketmq-tx doctor` as a child process (compiled once, as `npm run build` ships it) against
-// the real MariaDB and broker: a healthy scratch database passes, then one thing at a time is
+// the real database (MariaDB or PostgreSQL, from ROCKETMQ_TX_DB_URL) and broker: a healthy scratch database passes, then one thing at a time is
 // broken and exactly the check for it fails (or warns), with the matching exit code.
 const ROOT = resolve(__dirname, '..', '..');
 const RUN = `${process.pid}`;
@@ -26,11 +27,34 @@ const TX = 'rmqtx_tx_0';
 const NORMAL = 'rmqtx_normal_0';
 const FIFO = 'rmqtx_fifo_0';
 const HOSTS = ['127.0.0.1', 'localhost'];
+// PostgreSQL role names: lower case.
 const PASSWORD = randomBytes(12).toString('hex');
 const BUILD = join(ROOT, 'node_modules', '.cache', `rmqtx-doctor-test-${process.pid}`);
 /** The deploy account's view: every table, DDL expected, TypeORM's bookkeeping table by its name here. */
 const DEPLOY = ['--component', 'migrations', '--migrations-table', 'rocketmq_tx_migrations'];
 const TOPIC_FLAGS = ['--transaction-topics', TX, '--outbox-topics', NORMAL, '--fifo-topics', FIFO];
+
+const PG = databaseOf(DB_URL) === 'postgres';
+/** The NameServer of the local broker (scripts/rocketmq.js: 9876 + ROCKETMQ_TX_PORT_OFFSET). */
+const NAMESRV =
+  process.env.ROCKETMQ_NAMESRV ?? `127.0.0.1:${9876 + Number(process.env.ROCKETMQ_TX_PORT_OFFSET || 0)}`;
+
+/** The tests' own statements, per database. */
+const D = PG
+  ? {
+      ago: (seconds: number) => `now() - interval '${seconds} seconds'`,
+      q: (name: string) => `"${name}"`,
+      p: (n: number) => `$${n}`,
+      blob: `'\\x7b7d'::bytea`,
+      dropIndex: 'DROP INDEX idx_outbox_status_next',
+    }
+  : {
+      ago: (seconds: number) => `CURRENT_TIMESTAMP(3) - INTERVAL ${seconds} SECOND`,
+      q: (name: string) => `\`${name}\``,
+      p: () => '?',
+      blob: "X'7B7D'",
+      dropIndex: 'DROP INDEX idx_outbox_status_next ON outbox_event',
+    };
 
 /** Users of the scratch database, each with the grants of a case below. */
 const USERS = {
@@ -95,70 +119,97 @@ function checkOf(r: Result, id: string): DoctorCheck {
   return c;
 }
 
-describe('rocketmq-tx doctor against the real MariaDB and broker', () => {
+describe(`rocketmq-tx doctor against the real ${PG ? 'PostgreSQL' : 'MariaDB'} and broker`, () => {
   let root: DataSource;
   let admin: DataSource;
-  const accounts = (user: string) => HOSTS.map((h) => `'${user}'@'${h}'`);
+  const accounts = (user: string) => (PG ? [`"${user}"`] : HOSTS.map((h) => `'${user}'@'${h}'`));
+
+  async function dropUser(user: string) {
+    for (const account of accounts(user))
+      await root.query(`DROP ${PG ? 'ROLE' : 'USER'} IF EXISTS ${account}`);
+  }
 
   async function grantTo(user: string, statements: (account: string) => string[]) {
     for (const account of accounts(user)) {
-      await root.query(`DROP USER IF EXISTS ${account}`);
-      await root.query(`CREATE USER ${account} IDENTIFIED BY '${PASSWORD}'`);
-      for (const s of statements(account)) await root.query(s);
+      if (PG) await admin.query(`DROP OWNED BY ${account}`).catch(() => undefined);
+      await dropUser(user);
+      await root.query(
+        PG
+          ? `CREATE ROLE ${account} LOGIN PASSWORD '${PASSWORD}'`
+          : `CREATE USER ${account} IDENTIFIED BY '${PASSWORD}'`,
+      );
+      for (const s of statements(account)) await admin.query(s);
     }
   }
 
   async function insertOutbox(status: 'NEW' | 'IN_FLIGHT' | 'SENT' | 'DEAD', ageSeconds = 0, withTx = false) {
     const eventId = uuidv7();
     const txId = uuidv7();
-    const at = `CURRENT_TIMESTAMP(3) - INTERVAL ${ageSeconds} SECOND`;
+    const at = D.ago(ageSeconds);
     if (withTx) {
       await admin.query(
         `INSERT INTO tx_record (tx_id, status, resolved_by, producer_group, topic, event_count, created_at)
-         VALUES (?, 'COMMITTED', 'PRODUCER', 'doctor_it', ?, 1, ${at})`,
+         VALUES (${D.p(1)}, 'COMMITTED', 'PRODUCER', 'doctor_it', ${D.p(2)}, 1, ${at})`,
         [txId, TX],
       );
     }
     await admin.query(
-      `INSERT INTO outbox_event (event_id, tx_id, topic, \`keys\`, properties, payload, occurred_at, status,
+      `INSERT INTO outbox_event (event_id, tx_id, topic, ${D.q('keys')}, properties, payload, occurred_at, status,
          attempts, next_attempt_at, published_at)
-       VALUES (?, ?, ?, '[]', '{}', X'7B7D', ${at}, ?, 0, ${at}, ${status === 'SENT' ? at : 'NULL'})`,
+       VALUES (${D.p(1)}, ${D.p(2)}, ${D.p(3)}, '[]', '{}', ${D.blob}, ${at}, ${D.p(4)}, 0, ${at},
+         ${status === 'SENT' ? at : 'NULL'})`,
       [eventId, txId, NORMAL, status],
     );
     return eventId;
   }
 
   beforeAll(async () => {
-    root = await new DataSource({ type: 'mysql', url: DB_URL, poolSize: 2 }).initialize();
+    const type = PG ? 'postgres' : 'mysql';
+    root = await new DataSource({ type, url: DB_URL, poolSize: 2 }).initialize();
     await root.query(`DROP DATABASE IF EXISTS ${SCRATCH}`);
     await root.query(`CREATE DATABASE ${SCRATCH}`);
+    // PostgreSQL's lock_timeout defaults to 0 (a lock wait without bound: doctor warns); the
+    // deployment sets it, here for the scratch database.
+    if (PG) await root.query(`ALTER DATABASE ${SCRATCH} SET lock_timeout = '10s'`);
     admin = await new DataSource({
-      type: 'mysql',
+      type,
       url: scratchUrl(),
       poolSize: 2,
       migrations: [...rocketMqTxMigrations, ...rocketMqTxArchiveMigrations],
       migrationsTableName: 'rocketmq_tx_migrations',
     }).initialize();
     await Promise.all([admin.runMigrations({ transaction: 'none' }), buildCli(BUILD)]);
-    const producer = (account: string) => rocketMqTxGrants('producer', { database: SCRATCH, user: account });
+    const producer = (account: string) =>
+      PG
+        ? rocketMqTxGrants('producer', {
+            dialect: 'postgres',
+            database: 'public',
+            user: account.slice(1, -1),
+          })
+        : rocketMqTxGrants('producer', { database: SCRATCH, user: account });
     await grantTo(USERS.producer, producer);
     await grantTo(USERS.noUpdate, (a) => [
-      `GRANT SELECT, INSERT, UPDATE ON \`${SCRATCH}\`.\`tx_record\` TO ${a}`,
-      `GRANT SELECT, INSERT ON \`${SCRATCH}\`.\`outbox_event\` TO ${a}`,
+      ...(PG ? [`GRANT USAGE ON SCHEMA public TO ${a}`] : []),
+      `GRANT SELECT, INSERT, UPDATE ON ${PG ? '' : `\`${SCRATCH}\`.`}${D.q('tx_record')} TO ${a}`,
+      `GRANT SELECT, INSERT ON ${PG ? '' : `\`${SCRATCH}\`.`}${D.q('outbox_event')} TO ${a}`,
     ]);
     await grantTo(USERS.ddl, (a) => [
       ...producer(a),
-      `GRANT DROP, ALTER ON \`${SCRATCH}\`.\`tx_record\` TO ${a}`,
+      PG
+        ? `GRANT TRUNCATE ON "tx_record" TO ${a}`
+        : `GRANT DROP, ALTER ON \`${SCRATCH}\`.\`tx_record\` TO ${a}`,
     ]);
-  });
+  }, 600_000);
 
   afterAll(async () => {
+    if (PG && admin?.isInitialized) {
+      for (const user of Object.values(USERS))
+        await admin.query(`DROP OWNED BY "${user}"`).catch(() => undefined);
+    }
     if (admin?.isInitialized) await admin.destroy();
     if (root?.isInitialized) {
-      for (const user of Object.values(USERS)) {
-        for (const account of accounts(user)) await root.query(`DROP USER IF EXISTS ${account}`);
-      }
-      await root.query(`DROP DATABASE IF EXISTS ${SCRATCH}`);
+      await root.query(`DROP DATABASE IF EXISTS ${SCRATCH}${PG ? ' WITH (FORCE)' : ''}`);
+      for (const user of Object.values(USERS)) await dropUser(user);
       await root.destroy();
     }
     rmSync(BUILD, { recursive: true, force: true });
@@ -204,7 +255,7 @@ describe('rocketmq-tx doctor against the real MariaDB and broker', () => {
   });
 
   it('fails schema.outbox_event naming a dropped index (exit 2), and passes once it is back', async () => {
-    await admin.query('DROP INDEX idx_outbox_status_next ON outbox_event');
+    await admin.query(D.dropIndex);
     try {
       const r = await doctor([...DEPLOY]);
       expect(problems(r)).toEqual(['schema.outbox_event fail']);
@@ -231,16 +282,15 @@ describe('rocketmq-tx doctor against the real MariaDB and broker', () => {
         threshold: '<= 0',
       });
       expect(warn.code).toBe(1);
-      await admin.query(
-        'UPDATE outbox_event SET occurred_at = CURRENT_TIMESTAMP(3) - INTERVAL 2 HOUR WHERE event_id = ?',
-        [id],
-      );
+      await admin.query(`UPDATE outbox_event SET occurred_at = ${D.ago(7200)} WHERE event_id = ${D.p(1)}`, [
+        id,
+      ]);
       const fail = await doctor([...DEPLOY]);
       expect(problems(fail)).toEqual(['outbox.oldest-undelivered fail']);
       expect(checkOf(fail, 'outbox.oldest-undelivered').value).toMatch(/^2 h \(1 undelivered\)/);
       expect(fail.code).toBe(2);
     } finally {
-      await admin.query('DELETE FROM outbox_event WHERE event_id = ?', [id]);
+      await admin.query(`DELETE FROM outbox_event WHERE event_id = ${D.p(1)}`, [id]);
     }
   });
 
@@ -253,7 +303,7 @@ describe('rocketmq-tx doctor against the real MariaDB and broker', () => {
       expect(r.code).toBe(2);
       expect((await doctor([...DEPLOY, '--max-dead', '1'])).code).toBe(0);
     } finally {
-      await admin.query('DELETE FROM outbox_event WHERE event_id = ?', [id]);
+      await admin.query(`DELETE FROM outbox_event WHERE event_id = ${D.p(1)}`, [id]);
     }
   });
 
@@ -271,11 +321,13 @@ describe('rocketmq-tx doctor against the real MariaDB and broker', () => {
       expect(r.code).toBe(1);
       // Past the discard horizon (20 min) and taken by no discard recovery: overdue.
       await admin.query(
-        `UPDATE outbox_event o JOIN tx_record t ON t.tx_id = o.tx_id
-         SET t.created_at = CURRENT_TIMESTAMP(3) - INTERVAL 25 MINUTE,
-             o.occurred_at = CURRENT_TIMESTAMP(3) - INTERVAL 25 MINUTE,
-             o.next_attempt_at = CURRENT_TIMESTAMP(3) - INTERVAL 25 MINUTE
-         WHERE o.event_id = ?`,
+        `UPDATE tx_record SET created_at = ${D.ago(1500)}
+         WHERE tx_id = (SELECT tx_id FROM outbox_event WHERE event_id = ${D.p(1)})`,
+        [inDoubt],
+      );
+      await admin.query(
+        `UPDATE outbox_event SET occurred_at = ${D.ago(1500)}, next_attempt_at = ${D.ago(1500)}
+         WHERE event_id = ${D.p(1)}`,
         [inDoubt],
       );
       const overdue = await doctor([...DEPLOY]);
@@ -284,7 +336,7 @@ describe('rocketmq-tx doctor against the real MariaDB and broker', () => {
       expect(checkOf(overdue, 'tx.in-doubt').advice).toMatch(/discardRecovery/);
       expect(overdue.code).toBe(2);
     } finally {
-      await admin.query('DELETE FROM outbox_event WHERE event_id IN (?, ?)', [inDoubt, sent]);
+      await admin.query(`DELETE FROM outbox_event WHERE event_id IN (${D.p(1)}, ${D.p(2)})`, [inDoubt, sent]);
     }
   });
 
@@ -297,7 +349,9 @@ describe('rocketmq-tx doctor against the real MariaDB and broker', () => {
     expect(missing.code).toBe(2);
     const ddl = await doctor(['--component', 'producer'], USERS.ddl);
     expect(problems(ddl)).toEqual(['grants.tx_record warn']);
-    expect(checkOf(ddl, 'grants.tx_record').value).toMatch(/has DROP, ALTER on tx_record/);
+    expect(checkOf(ddl, 'grants.tx_record').value).toMatch(
+      PG ? /has TRUNCATE on tx_record/ : /has DROP, ALTER on tx_record/,
+    );
     expect(ddl.code).toBe(1);
   });
 
@@ -350,4 +404,75 @@ describe('rocketmq-tx doctor against the real MariaDB and broker', () => {
     expect(checkOf(r, 'broker.connection').advice).toMatch(/--ca-file/);
     expect(r.code).toBe(2);
   });
+
+  it("reads the broker's transactional settings via the NameServer; fails a lock wait longer than its transactionTimeOut", async () => {
+    const group = `doctor_it_group_${RUN}`;
+    const args = [...DEPLOY, '--transaction-topics', TX, '--namesrv', NAMESRV, '--consumer-groups', group];
+    const slow = await doctor([...args, '--lock-wait', '2s']);
+    const settings = checkOf(slow, 'broker.settings');
+    expect(settings.status).toBe('pass');
+    const m =
+      /transactionTimeOut (\d+) ms, transactionCheckInterval (\d+) ms, transactionCheckMax (\d+)$/.exec(
+        settings.value,
+      );
+    expect(m).not.toBeNull();
+    const txTimeoutMs = Number(m![1]);
+    // The local broker asks after 1 s (scripts/lib/config.js): a 2 s fence wait is longer.
+    expect(txTimeoutMs).toBeLessThan(2000);
+    expect(checkOf(slow, 'options.lock-wait')).toMatchObject({ status: 'fail' });
+    expect(checkOf(slow, 'options.lock-wait').threshold).toMatch(/transactionTimeOut/);
+    expect(checkOf(slow, `broker.group.${group}`)).toMatchObject({
+      status: 'pass',
+      value: `retryMaxTimes 16; DLQ %DLQ%${group}: 0 messages`,
+    });
+    expect(slow.code).toBe(2);
+    // The broker's own horizon (not the stated defaults) is what the discard horizon is checked against.
+    expect(checkOf(slow, 'options.discard-horizon').threshold).toContain(
+      `(${txTimeoutMs} ms + ${m![3]} x ${m![2]} ms)`,
+    );
+    const ok = await doctor([...args, '--lock-wait', '1s']);
+    expect(checkOf(ok, 'options.lock-wait').status).toBe('pass');
+    // MariaDB's server lock wait (50 s by default) outlasts the local broker's 11 s horizon: that
+    // warning is real on this server; PostgreSQL's scratch database sets lock_timeout 10 s.
+    expect(problems(ok).filter((p) => p !== 'db.lock-wait-timeout warn')).toEqual([]);
+    if (PG) expect(ok.code).toBe(0);
+  });
+
+  it('reports a service that accepts and never answers within the bound (broker, NameServer, database), never hangs', async () => {
+    const silent = new Set<net.Socket>();
+    const server = net.createServer((s) => {
+      silent.add(s);
+      s.on('error', () => undefined);
+    });
+    await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
+    const port = (server.address() as net.AddressInfo).port;
+    const url = new URL(scratchUrl());
+    url.port = String(port);
+    try {
+      const r = await doctor(
+        [
+          '--transaction-topics',
+          TX,
+          '--endpoints',
+          `127.0.0.1:${port}`,
+          '--namesrv',
+          `127.0.0.1:${port}`,
+          '--request-timeout',
+          '1s',
+        ],
+        undefined,
+        { ROCKETMQ_TX_DB_URL: url.toString() },
+      );
+      expect(checkOf(r, 'broker.settings')).toMatchObject({ status: 'fail' });
+      expect(checkOf(r, 'broker.settings').value).toBe(
+        `no answer from 127.0.0.1:${port} within 1000 ms (request code 106)`,
+      );
+      expect(checkOf(r, 'broker.connection').status).toBe('fail');
+      expect(checkOf(r, 'db.connection').status).toBe('fail');
+      expect(r.code).toBe(2);
+    } finally {
+      for (const s of silent) s.destroy();
+      await new Promise<void>((r) => server.close(() => r()));
+    }
+  }, 120_000);
 });

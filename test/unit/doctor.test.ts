@@ -19,6 +19,10 @@ import { compareGrants, parseGrants, privilegesOn } from '../../src/doctor/grant
 import { resolveDoctorOptions, type DoctorOptions } from '../../src/doctor/options';
 import { buildReport, check, type DoctorCheck, type DoctorReport } from '../../src/doctor/report';
 import { runDoctor } from '../../src/doctor/runDoctor';
+import { adminChecks } from '../../src/doctor/adminChecks';
+import { codeChecks } from '../../src/doctor/codeChecks';
+import { on } from '../../src/consumer/handlers';
+import { readMasters } from '../../src/broker/adminReads';
 import {
   compareSchema,
   expectedSchema,
@@ -486,7 +490,8 @@ describe('doctor: options and the command line', () => {
       [{ transactionTopics: ['a b'] }, 'transactionTopics[0]'],
       [{ thresholds: { maxDead: -1 } }, 'thresholds.maxDead'],
       [{ thresholds: { maxAge: 1 } }, 'thresholds.maxAge'],
-      [{ broker: { endpoints: 'not an endpoint' } }, 'endpoints'],
+      [{ broker: { endpoints: 'not an endpoint' } }, 'broker.endpoints'],
+      [{ broker: { endpoints: 'h:1', nameServer: 'h:99999' } }, 'broker.nameServer'],
       [
         { broker: { endpoints: 'h:1', credentials: { accessKey: 'a', accessSecret: '' } } },
         'credentials.accessSecret',
@@ -560,5 +565,116 @@ describe('doctor: options and the command line', () => {
     expect(text.stdout).toMatch(/FAIL +db\.connection/);
     for (const out of [json.stdout, json.stderr, text.stdout, text.stderr])
       expect(out).not.toContain('pa55-w0rd');
+  });
+
+  it("lock wait vs the broker's transactionTimeOut: fail when the fence waits longer than the broker before its first check", () => {
+    const at = (lockWaitTimeoutMs: number) =>
+      byId(
+        optionChecks(opts({ lockWaitTimeoutMs, brokerTxTimeoutMs: 1000, brokerCheckIntervalMs: 10_000 })),
+        'options.lock-wait',
+      );
+    expect(at(1000).status).toBe('pass');
+    expect(at(2000)).toMatchObject({ status: 'fail' });
+    expect(at(2000).advice).toMatch(/transactionTimeOut/);
+  });
+
+  it('producer topics: every transactional topic declared, else fail naming the missing; skip when not given', () => {
+    const c = (producerTopics?: string[]) =>
+      byId(
+        codeChecks(opts({ transactionTopics: ['a', 'b'], ...(producerTopics ? { producerTopics } : {}) })),
+        'options.producer-topics',
+      );
+    expect(c().status).toBe('skip');
+    expect(c(['a', 'b', 'x']).status).toBe('pass');
+    expect(c(['a'])).toMatchObject({ status: 'fail', value: 'declared: a; missing b' });
+  });
+
+  it('handlers: every carried type and version reaches a handler directly or through upcasters', () => {
+    const handle = async () => undefined;
+    const consumer = (unknownEventTypes?: 'retry' | 'ignore') => ({
+      consumerGroup: 'g',
+      subscriptions: ['t'],
+      handlers: [{ eventType: 'Placed', eventVersion: 2, handle }],
+      upcasters: [{ eventType: 'Placed', fromVersion: 1, upcast: (d: unknown) => d }],
+      ...(unknownEventTypes ? { unknownEventTypes } : {}),
+    });
+    const check = (events: Array<{ eventType: string; eventVersion: number }>, u?: 'retry' | 'ignore') =>
+      byId(codeChecks(opts({ consumers: [consumer(u)], topicEvents: { t: events } })), 'options.handlers.g');
+    const v1 = { eventType: 'Placed', eventVersion: 1 };
+    const v2 = { eventType: 'Placed', eventVersion: 2 };
+    expect(check([v1, v2])).toMatchObject({
+      status: 'pass',
+      value: 'handled: Placed v1 -> v2 (1 upcaster(s)), Placed v2',
+    });
+    const v3 = check([{ eventType: 'Placed', eventVersion: 3 }]);
+    expect(v3.status).toBe('fail');
+    expect(v3.value).toMatch(/no handler for the version: Placed v3 on t \(handlers for v2/);
+    const other = { eventType: 'Paid', eventVersion: 1 };
+    expect(check([v2, other]).status).toBe('fail');
+    expect(check([v2, other], 'ignore').status).toBe('warn');
+    expect(byId(codeChecks(opts({ consumers: [consumer()] })), 'options.handlers.g').status).toBe('skip');
+    // on(definition, fn) handlers fit as they are.
+    const h = on({ eventType: 'Placed', eventVersion: 2 } as never, handle);
+    expect(() =>
+      opts({ consumers: [{ consumerGroup: 'g', subscriptions: ['t'], handlers: [h] }] }),
+    ).not.toThrow();
+    expect(() => opts({ consumers: [{ consumerGroup: 'g', subscriptions: [], handlers: [h] }] })).toThrow(
+      /consumers\[0\]\.subscriptions/,
+    );
+  });
+
+  it('broker settings: a deep DLQ or zero retries warns, differing masters warn, an unreachable NameServer fails', () => {
+    const o = opts({ broker: { endpoints: '127.0.0.1:8081', nameServer: '127.0.0.1:9876' } });
+    const master = { name: 'b', addr: 'x:10911', txTimeoutMs: 6000, checkIntervalMs: 30_000, checkMax: 15 };
+    const facts = {
+      masters: [master, { ...master, name: 'c', checkMax: 5 }],
+      groups: [
+        { group: 'ok', retryMaxTimes: 16, dlqDepth: 0 },
+        { group: 'deep', retryMaxTimes: 16, dlqDepth: 3 },
+        { group: 'zero', retryMaxTimes: 0, dlqDepth: 0 },
+      ],
+      producers: [{ topic: 'tx', connections: 0 }],
+    };
+    const checks = adminChecks(o, { facts });
+    expect(checks.map((c) => [c.id, c.status])).toEqual([
+      ['broker.settings', 'warn'],
+      ['broker.group.ok', 'pass'],
+      ['broker.group.deep', 'warn'],
+      ['broker.group.zero', 'warn'],
+      ['broker.producers.tx', 'skip'],
+    ]);
+    expect(byId(checks, 'broker.group.deep').value).toBe('retryMaxTimes 16; DLQ %DLQ%deep: 3 messages');
+    expect(adminChecks(o, { error: new Error('no answer') })[0]).toMatchObject({
+      id: 'broker.settings',
+      status: 'fail',
+    });
+    expect(adminChecks(opts(), undefined)[0]).toMatchObject({ id: 'broker.settings', status: 'skip' });
+  });
+
+  it('a NameServer that accepts and never answers is reported within the request timeout; the secret is never printed', async () => {
+    const sockets = new Set<net.Socket>();
+    const server = net.createServer((s) => sockets.add(s));
+    await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
+    const port = (server.address() as net.AddressInfo).port;
+    try {
+      await expect(readMasters({ nameServer: `127.0.0.1:${port}`, timeoutMs: 200 })).rejects.toThrow(
+        `no answer from 127.0.0.1:${port} within 200 ms`,
+      );
+      const secret = 'doctor-secret-value-42';
+      const report = await runDoctor({
+        broker: {
+          endpoints: `127.0.0.1:${port}`,
+          nameServer: `127.0.0.1:${port}`,
+          credentials: { accessKey: 'ak', accessSecret: secret },
+          requestTimeoutMs: 200,
+        },
+      });
+      expect(byId(report.checks, 'broker.settings')).toMatchObject({ status: 'fail' });
+      expect(JSON.stringify(report)).not.toContain(secret);
+      expect(renderDoctor(report)).not.toContain(secret);
+    } finally {
+      for (const s of sockets) s.destroy();
+      await new Promise<void>((r) => server.close(() => r()));
+    }
   });
 });
