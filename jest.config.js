@@ -11,7 +11,12 @@ const common = {
 };
 module.exports = {
   projects: [
-    { ...common, displayName: 'unit', testMatch: ['<rootDir>/test/unit/**/*.test.ts'] },
+    {
+      ...common,
+      displayName: 'unit',
+      // samples/**/*.test.ts: the users' examples (rocketmq-tx/testing), no services needed.
+      testMatch: ['<rootDir>/test/unit/**/*.test.ts', '<rootDir>/samples/**/*.test.ts'],
+    },
     {
       ...common,
       displayName: 'integration',

@@ -24,7 +24,7 @@ export {
 } from './errors';
 // Lifecycle, connection and retry contracts shared by producer, consumer and relay.
 export type { LifecycleState } from './lifecycle/Lifecycle';
-export type { ConnectionOptions } from './util/clientOptions';
+export type { BrokerConnectionOptions, ConnectionOptions } from './util/clientOptions';
 export { retryDelay, type RetryPolicy, type RetryOptions } from './util/retryPolicy';
 export type { RelayOutcome } from './relay/outcome';
 export type { TransactionOutcome } from './producer/outcome';
@@ -198,7 +198,13 @@ export {
   CreateAggregateCursor1764633800000,
 } from './store/typeorm/consumerMigrations';
 export { runDoctor } from './doctor/runDoctor';
-export type { DoctorOptions, DoctorBrokerOptions, DoctorThresholds } from './doctor/options';
+export type {
+  DoctorOptions,
+  DoctorBrokerOptions,
+  DoctorConsumerOptions,
+  DoctorEventType,
+  DoctorThresholds,
+} from './doctor/options';
 export {
   DOCTOR_GROUPS,
   type DoctorReport,

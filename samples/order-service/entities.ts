@@ -20,7 +20,7 @@ export class ShopOrder {
   @Column({ type: 'varchar', length: 16 })
   channel!: string;
 
-  @Column({ name: 'tx_id', type: 'char', length: 36 })
+  @Column({ name: 'tx_id', type: 'varchar', length: 36 })
   txId!: string;
 
   @Column({ name: 'created_at', type: Date, precision: 3, default: () => 'CURRENT_TIMESTAMP(3)' })
@@ -56,7 +56,7 @@ export class Reservation {
   @Column({ type: 'varchar', length: 16 })
   status!: string;
 
-  @Column({ name: 'event_id', type: 'char', length: 36, unique: true })
+  @Column({ name: 'event_id', type: 'varchar', length: 36, unique: true })
   eventId!: string;
 
   @Column({ name: 'reserved_at', type: Date, precision: 3, default: () => 'CURRENT_TIMESTAMP(3)' })

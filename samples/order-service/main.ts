@@ -7,13 +7,16 @@
  * Exits 0 when every number of the summary matches the scenario and the database, 1 otherwise.
  */
 import { DatabaseUnreachableError, DEFAULT_DB_URL } from './database';
-import { formatSummary, runScenario } from './scenario';
+import { checkDeployment, formatDoctor } from './doctor';
+import { DEMO_LOCK_WAIT_MS, formatSummary, runScenario } from './scenario';
 
 async function main(): Promise<number> {
   const say = (line: string) => process.stdout.write(`${line}\n`);
+  const endpoints = process.env.ROCKETMQ_ENDPOINTS ?? '127.0.0.1:8081';
+  const dbUrl = process.env.ROCKETMQ_TX_DB_URL ?? DEFAULT_DB_URL;
   const report = await runScenario({
-    endpoints: process.env.ROCKETMQ_ENDPOINTS ?? '127.0.0.1:8081',
-    dbUrl: process.env.ROCKETMQ_TX_DB_URL ?? DEFAULT_DB_URL,
+    endpoints,
+    dbUrl,
     txTopic: 'orders_tx',
     eventsTopic: 'orders_events',
     producerGroup: 'order-service',
@@ -25,8 +28,21 @@ async function main(): Promise<number> {
   say(`summary of run ${report.runId} (${(report.durationMs / 1000).toFixed(1)} s):`);
   say(formatSummary(report));
   say('');
-  if (report.ok) {
-    say('self-check passed: every number matches the scenario and the database');
+  // The production checklist on this deployment (docs/doctor.md): no check may fail.
+  const doctor = await checkDeployment({
+    endpoints,
+    ...(process.env.ROCKETMQ_NAMESRV ? { nameServer: process.env.ROCKETMQ_NAMESRV } : {}),
+    dbUrl,
+    txTopic: 'orders_tx',
+    eventsTopic: 'orders_events',
+    consumerGroup: `inventory-service_${report.runId}`,
+    lockWaitTimeoutMs: DEMO_LOCK_WAIT_MS,
+  });
+  for (const line of formatDoctor(doctor)) say(line);
+  say('');
+  if (doctor.status === 'fail') report.failures.push('doctor found a failed check (above)');
+  if (report.ok && doctor.status !== 'fail') {
+    say('self-check passed: every number matches the scenario and the database; doctor: no failed check');
     return 0;
   }
   say(`self-check FAILED (${report.failures.length}):`);

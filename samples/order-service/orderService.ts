@@ -53,7 +53,8 @@ export interface OrderServiceOptions {
 
 export class OrderService {
   constructor(
-    private readonly producer: TransactionalProducer,
+    /** The real producer, or rocketmq-tx/testing's InMemoryProducer in unit tests. */
+    private readonly producer: Pick<TransactionalProducer, 'transact'>,
     private readonly options: OrderServiceOptions,
   ) {}
 

@@ -25,6 +25,12 @@ import { maskUrl, migrate, openDatabase, run, select } from './database';
 import { createInventoryConsumer } from './inventory';
 import { OrderRejectedError, OrderService, CREDIT_LIMIT_UNITS, type PlaceOrder } from './orderService';
 
+/**
+ * The producer's fence lock wait: 1 s, not the 2 s default, because the local broker asks after
+ * 1 s (transactionTimeOut) every 2 s; doctor fails a lock wait longer than transactionTimeOut.
+ */
+export const DEMO_LOCK_WAIT_MS = 1000;
+
 export interface ScenarioOptions {
   /** RocketMQ 5 proxy, e.g. 127.0.0.1:8081. */
   endpoints: string;
@@ -218,7 +224,7 @@ export async function runScenario(options: ScenarioOptions): Promise<ScenarioRep
       dataSource: ds,
       producerGroup: options.producerGroup,
       topics: [options.txTopic, options.eventsTopic],
-      checkBack: { onResolved },
+      checkBack: { onResolved, lockWaitTimeoutMs: DEMO_LOCK_WAIT_MS },
       startTimeoutMs: 30_000,
       logger: sdkLogger,
     });

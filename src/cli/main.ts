@@ -27,6 +27,10 @@ const COMMANDS: Record<string, { summary: string; load: () => Promise<Command> }
     summary: 'move old SENT outbox rows to outbox_event_archive, purge settled rows (bounded batches)',
     load: () => import('./archive').then((m) => m.archiveCommand),
   },
+  chaos: {
+    summary: 'crash-window runner: SIGKILL your producer code in every window, count lost/phantom/duplicates',
+    load: () => import('./chaos').then((m) => m.chaosCommand),
+  },
   doctor: {
     summary: 'production checklist against the live database and broker (exit 0 pass, 1 warn, 2 fail)',
     load: () => import('./doctor').then((m) => m.doctorCommand),

@@ -3,7 +3,9 @@
  * running transactions in a loop until it is SIGKILLed. Prints "ready" once started.
  * argv: topic, producerGroup. env: KILL_CONCURRENCY (default 2), KILL_RECOVERY_HORIZON_MS
  * (the discard recovery's horizon; "off" turns it off; unset: the option is not passed),
- * KILL_ROLLBACK_PERCENT (share of transactions whose work throws; default 10).
+ * KILL_ROLLBACK_PERCENT (share of transactions whose work throws; default 10),
+ * KILL_REPORT_CHECKBACKS=1 (prints "checkback <decidedBy> <resolution>" for each check-back answered).
+ * SIGUSR2: stop starting transactions (the instance stays up and keeps answering check-backs).
  */
 import { openDataSource } from './db';
 import { ENDPOINTS } from './env';
@@ -19,6 +21,14 @@ async function main(): Promise<void> {
     endpoints: ENDPOINTS,
     topics: [topic],
     producerGroup: group,
+    ...(process.env.KILL_REPORT_CHECKBACKS === '1'
+      ? {
+          checkBack: {
+            onResolved: (o: { decidedBy: string; resolution: unknown }) =>
+              process.stdout.write(`checkback ${o.decidedBy} ${String(o.resolution)}\n`),
+          },
+        }
+      : {}),
     ...(horizon === 'off'
       ? { discardRecovery: false }
       : horizon
@@ -27,8 +37,13 @@ async function main(): Promise<void> {
   });
   await producer.start();
   process.stdout.write('ready\n');
-  const worker = async (): Promise<never> => {
-    for (let i = 0; ; i++) {
+  let idle = false;
+  process.on('SIGUSR2', () => {
+    idle = true;
+    process.stdout.write('idle\n');
+  });
+  const worker = async (): Promise<void> => {
+    for (let i = 0; !idle; i++) {
       const events = i % 5 === 0 ? 2 : 1;
       await producer
         .transact(
@@ -41,6 +56,8 @@ async function main(): Promise<void> {
     }
   };
   await Promise.all(Array.from({ length: concurrency }, worker));
+  // Idle: keep the producer (and its check-back answers) up until the process is killed.
+  await new Promise(() => undefined);
 }
 
 main().catch((err: unknown) => {

@@ -79,12 +79,20 @@ function seeded(seed: number): () => number {
   };
 }
 
-interface Instance {
+export interface Instance {
   child: ChildProcess;
   exited: Promise<unknown>;
 }
 
-function startInstance(o: KillScenarioOptions, group: string): Promise<Instance> {
+/**
+ * Starts one kill-child.ts instance of `group`; resolves once it printed "ready". `onLine` sees
+ * every later stdout line (e.g. "checkback ..." with KILL_REPORT_CHECKBACKS=1); `env` adds to its env.
+ */
+export function startInstance(
+  o: Pick<KillScenarioOptions, 'endpoints' | 'topic' | 'concurrency' | 'recoveryHorizonMs'>,
+  group: string,
+  extra: { env?: Record<string, string>; onLine?: (line: string) => void } = {},
+): Promise<Instance> {
   const horizon = o.recoveryHorizonMs;
   const child = spawn(process.execPath, ['-r', 'ts-node/register/transpile-only', CHILD, o.topic, group], {
     stdio: ['ignore', 'pipe', 'pipe'],
@@ -94,6 +102,7 @@ function startInstance(o: KillScenarioOptions, group: string): Promise<Instance>
       ROCKETMQ_ENDPOINTS: o.endpoints,
       KILL_CONCURRENCY: String(o.concurrency ?? 2),
       ...(horizon !== undefined ? { KILL_RECOVERY_HORIZON_MS: String(horizon) } : {}),
+      ...extra.env,
     },
   });
   let stderr = '';
@@ -101,14 +110,18 @@ function startInstance(o: KillScenarioOptions, group: string): Promise<Instance>
   const exited = once(child, 'exit');
   const lines = readline.createInterface({ input: child.stdout! });
   return Promise.race([
-    once(lines, 'line').then(() => ({ child, exited })),
+    once(lines, 'line').then(() => {
+      if (extra.onLine) lines.on('line', extra.onLine);
+      return { child, exited };
+    }),
     exited.then(([code]) => {
       throw new Error(`kill-child exited before it was ready (code ${String(code)}): ${stderr}`);
     }),
   ]);
 }
 
-async function committedEvents(ds: DataSource, group: string): Promise<Map<string, string>> {
+/** The COMMITTED transactions' events of a producerGroup: eventId -> txId. */
+export async function committedEvents(ds: DataSource, group: string): Promise<Map<string, string>> {
   const rows: Array<{ event_id: string; tx_id: string }> = await ds.query(
     sql(`SELECT o.event_id, o.tx_id FROM outbox_event o JOIN tx_record t ON t.tx_id = o.tx_id
      WHERE t.producer_group = ? AND t.status = 'COMMITTED'`),
@@ -221,7 +234,8 @@ export async function runKillScenario(o: KillScenarioOptions): Promise<KillRepor
   }
 }
 
-async function summarize(
+/** Committed vs delivered for a group: lost, phantom, duplicates (and their kinds), check-back counts. */
+export async function summarize(
   ds: DataSource,
   group: string,
   kills: number,

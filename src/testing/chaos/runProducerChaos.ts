@@ -1,0 +1,435 @@
+import type { DataSource } from 'typeorm';
+import { InvalidOptionError } from '../../errors';
+import { RawCollector } from '../../broker/rawCollector';
+import type { CheckBackOutcome } from '../../checkback/CheckBackDispatcher';
+import { EVENT_ID_PROPERTY, TX_ID_PROPERTY, TX_ORIGIN_PROPERTY } from '../../checkback/resolution';
+import { TransactionalProducer } from '../../producer/TransactionalProducer';
+import { committedEventsOf, txStatusesOf } from '../../store/typeorm/chaosQueries';
+import { requireResourceName, RESOURCE_NAME_RE } from '../../util/clientOptions';
+import {
+  optionalInt,
+  rejectUnknownKeys,
+  requireEndpoints,
+  requireObject,
+  requireString,
+} from '../../util/validate';
+import { uuidv7 } from '../../util/uuidv7';
+import { entryPoint, forkChild, kill, sleep, type Child } from './child';
+import type { ProducerChildConfig } from './producerChild';
+import { PRODUCER_WINDOWS, type ProducerWindow } from './protocol';
+import { resolveDelay, resolveWindows, schedule, type Round } from './schedule';
+import { loadTarget, resolveModulePath, type ChaosProducerTarget } from './target';
+
+export interface ProducerChaosOptions {
+  /** Path of your module (see ChaosProducerTarget). */
+  module: string;
+  /** RocketMQ 5 proxy endpoints. */
+  endpoints: string;
+  namespace?: string;
+  /** The TRANSACTION topic your transaction publishes to (the producers declare it). */
+  topic: string;
+  /** Producer group of the run. Default a fresh one per run (rmqtx_chaos_<id>), so runs do not mix. */
+  producerGroup?: string;
+  /** SIGKILLs in all. Default 50. */
+  rounds?: number;
+  /** Seed of the schedule (window order, random delays). Default: time-based (printed). */
+  seed?: number;
+  /** Windows to kill in (default all five, in turn). */
+  windows?: readonly ProducerWindow[];
+  /** Processes alive at once. Default 2. */
+  parallel?: number;
+  /** Business transactions in flight per process. Default 2. */
+  concurrency?: number;
+  /** The random kill's delay after the process is ready, [min, max] ms. Default [200, 2500]. */
+  randomDelayMs?: readonly [number, number];
+  /** Give up waiting for a named window after this long, then kill anyway (counted as not reached). Default 20000. */
+  windowTimeoutMs?: number;
+  /** Wait at least this long after the last kill (the broker's check-back horizon: in-doubt halves may still be checked). Default 20000. */
+  checkHorizonMs?: number;
+  /** Stop waiting for delivery after this long without progress. Default 120000. */
+  settleTimeoutMs?: number;
+  /** The survivor's discard recovery horizon (see DiscardRecoveryOptions.horizonMs); default the producer's. */
+  recoveryHorizonMs?: number;
+  /** Progress lines while it runs. */
+  onProgress?: (line: string) => void;
+}
+
+/** Figures of one window (or of all of them: window 'all'). */
+export interface ChaosWindowReport {
+  window: ProducerWindow | 'all';
+  kills: number;
+  /** Kills that happened inside the named window (random: every kill). */
+  reached: number;
+  transactions: number;
+  committedTransactions: number;
+  committedEvents: number;
+  /** Distinct committed events the raw consumer received. */
+  deliveredEvents: number;
+  /** Committed events never delivered. */
+  lost: number;
+  /** Delivered events whose transaction did not commit. */
+  phantom: number;
+  /** Deliveries beyond the first of an event (at-least-once). */
+  duplicates: number;
+}
+
+export interface ProducerChaosReport {
+  ok: boolean;
+  seed: number;
+  producerGroup: string;
+  rounds: number;
+  windows: ChaosWindowReport[];
+  total: ChaosWindowReport;
+  /** Check-backs the survivor answered, by how it decided. */
+  survivorCheckBacks: Record<string, number>;
+  /** Why ok is false. */
+  failures: string[];
+  settleMs: number;
+  durationMs: number;
+}
+
+const KNOWN = [
+  'module',
+  'endpoints',
+  'namespace',
+  'topic',
+  'producerGroup',
+  'rounds',
+  'seed',
+  'windows',
+  'parallel',
+  'concurrency',
+  'randomDelayMs',
+  'windowTimeoutMs',
+  'checkHorizonMs',
+  'settleTimeoutMs',
+  'recoveryHorizonMs',
+  'onProgress',
+];
+
+interface Resolved {
+  module: string;
+  endpoints: string;
+  namespace: string;
+  topic: string;
+  producerGroup: string;
+  rounds: number;
+  seed: number;
+  windows: ProducerWindow[];
+  parallel: number;
+  concurrency: number;
+  randomDelayMs: [number, number];
+  windowTimeoutMs: number;
+  checkHorizonMs: number;
+  settleTimeoutMs: number;
+  recoveryHorizonMs: number | undefined;
+  log: (line: string) => void;
+}
+
+export function resolveProducerChaosOptions(input: unknown): Resolved {
+  const o = requireObject('options', input);
+  rejectUnknownKeys('options', o, KNOWN);
+  if (o.onProgress !== undefined && typeof o.onProgress !== 'function') {
+    throw new InvalidOptionError('onProgress', o.onProgress, 'a function');
+  }
+  return {
+    module: resolveModulePath('module', o.module),
+    endpoints: requireEndpoints(o.endpoints),
+    namespace:
+      o.namespace === undefined ? '' : requireString('namespace', o.namespace, { pattern: RESOURCE_NAME_RE }),
+    topic: requireResourceName('topic', o.topic),
+    producerGroup:
+      o.producerGroup === undefined
+        ? `rmqtx_chaos_${uuidv7().slice(-12)}`
+        : requireResourceName('producerGroup', o.producerGroup),
+    rounds: optionalInt('rounds', o.rounds, 50, 1, 1_000_000),
+    seed: optionalInt('seed', o.seed, Date.now() % 2 ** 31, 0, 2 ** 32 - 1),
+    windows: resolveWindows('windows', o.windows, PRODUCER_WINDOWS),
+    parallel: optionalInt('parallel', o.parallel, 2, 1, 64),
+    concurrency: optionalInt('concurrency', o.concurrency, 2, 1, 64),
+    randomDelayMs: resolveDelay('randomDelayMs', o.randomDelayMs, [200, 2500]),
+    windowTimeoutMs: optionalInt('windowTimeoutMs', o.windowTimeoutMs, 20_000, 100, 3_600_000),
+    checkHorizonMs: optionalInt('checkHorizonMs', o.checkHorizonMs, 20_000, 0, 86_400_000),
+    settleTimeoutMs: optionalInt('settleTimeoutMs', o.settleTimeoutMs, 120_000, 1000, 86_400_000),
+    recoveryHorizonMs:
+      o.recoveryHorizonMs === undefined
+        ? undefined
+        : optionalInt('recoveryHorizonMs', o.recoveryHorizonMs, 0, 1000, 7 * 86_400_000),
+    log: (o.onProgress as ((line: string) => void) | undefined) ?? (() => undefined),
+  };
+}
+
+/**
+ * The crash-window runner for producers: forks processes that run your business transaction
+ * in a loop and SIGKILLs each one at random or inside a named window (after the half message
+ * was sent, inside your work, after COMMIT before EndTransaction, while answering a check-back);
+ * a survivor producer of the same group answers the broker's check-backs; a raw consumer counts
+ * every delivery. Reports, per window, what committed, what was delivered, lost (committed, never
+ * delivered), phantom (delivered, never committed) and duplicated. ok: nothing lost, no phantom.
+ */
+export async function runProducerChaos(options: ProducerChaosOptions): Promise<ProducerChaosReport> {
+  const o = resolveProducerChaosOptions(options);
+  const started = Date.now();
+  const target = loadTarget<ChaosProducerTarget>(o.module, ['dataSource', 'transaction']);
+  const plan = schedule(o.rounds, o.windows, o.seed, o.randomDelayMs);
+  o.log(
+    `[chaos] producer group ${o.producerGroup}, topic ${o.topic}, ${o.rounds} kills (${o.windows.join(', ')}), seed ${o.seed}`,
+  );
+  const dataSource: DataSource = await target.dataSource();
+  const collector = new RawCollector(o.endpoints, `${o.producerGroup}_raw`, [o.topic], o.namespace);
+  const outcomes: CheckBackOutcome[] = [];
+  const survivor = new TransactionalProducer({
+    endpoints: o.endpoints,
+    ...(o.namespace ? { namespace: o.namespace } : {}),
+    dataSource,
+    producerGroup: o.producerGroup,
+    topics: [o.topic],
+    startTimeoutMs: 30_000,
+    checkBack: { onResolved: (outcome) => outcomes.push(outcome) },
+    ...(o.recoveryHorizonMs !== undefined
+      ? { discardRecovery: { horizonMs: o.recoveryHorizonMs, intervalMs: 1000, leaseMs: 5000 } }
+      : {}),
+  });
+  const owner = new Map<string, ProducerWindow>();
+  const kills = new Map<ProducerWindow, { kills: number; reached: number; transactions: number }>(
+    o.windows.map((w) => [w, { kills: 0, reached: 0, transactions: 0 }]),
+  );
+  const live = new Set<Child>();
+  try {
+    await target.prepare?.(dataSource);
+    await collector.start();
+    await survivor.start();
+    let next = 0;
+    let done = 0;
+    let lastProgress = Date.now();
+    const round = async (r: Round<ProducerWindow>): Promise<void> => {
+      const config: ProducerChildConfig = {
+        module: o.module,
+        window: r.window,
+        endpoints: o.endpoints,
+        namespace: o.namespace,
+        topics: [o.topic],
+        producerGroup: o.producerGroup,
+        concurrency: o.concurrency,
+      };
+      const child = await forkChild(entryPoint('producerChild'), o.module, config, 600_000);
+      live.add(child);
+      let reached = r.window === 'random';
+      if (r.window === 'random') await sleep(r.delayMs);
+      else
+        reached = await Promise.race([
+          child.reached.then(() => true),
+          sleep(o.windowTimeoutMs).then(() => false),
+        ]);
+      const early = child.process.exitCode !== null;
+      await kill(child);
+      live.delete(child);
+      if (early)
+        throw new Error(`a producer process exited before its kill: ${child.stderrTail().slice(-1500)}`);
+      const k = kills.get(r.window)!;
+      k.kills++;
+      if (reached) k.reached++;
+      k.transactions += child.txIds.length;
+      for (const txId of child.txIds) owner.set(txId, r.window);
+      done++;
+      if (done % 10 === 0 || done === o.rounds || Date.now() - lastProgress > 15_000) {
+        lastProgress = Date.now();
+        const per = [...kills].map(([w, v]) => `${w} ${v.reached}/${v.kills}`).join(', ');
+        o.log(`[chaos] ${done}/${o.rounds} kills (reached/killed: ${per}); ${owner.size} transactions begun`);
+      }
+    };
+    const slot = async (): Promise<void> => {
+      while (next < plan.length) await round(plan[next++]!);
+    };
+    await Promise.all(Array.from({ length: Math.min(o.parallel, o.rounds) }, slot));
+    const killedAt = Date.now();
+    o.log(
+      `[chaos] all ${o.rounds} kills done; waiting for check-backs and delivery (at least ${o.checkHorizonMs} ms)`,
+    );
+    const delivered = () =>
+      new Set(
+        collector.received
+          .filter((m) => m.properties[TX_ORIGIN_PROPERTY] === o.producerGroup)
+          .map((m) => m.properties[EVENT_ID_PROPERTY]),
+      );
+    let lastMissing = Number.POSITIVE_INFINITY;
+    let progressAt = Date.now();
+    let reportAt = Date.now();
+    for (;;) {
+      const committed = await committedEventsOf(dataSource, o.producerGroup);
+      const got = delivered();
+      const missing = committed.filter((e) => !got.has(e.eventId)).length;
+      if (missing < lastMissing) progressAt = Date.now();
+      lastMissing = missing;
+      if (missing === 0 && Date.now() - killedAt >= o.checkHorizonMs) break;
+      if (Date.now() - progressAt > o.settleTimeoutMs) {
+        o.log(
+          `[chaos] ${missing} committed events still undelivered after ${o.settleTimeoutMs} ms without progress`,
+        );
+        break;
+      }
+      if (Date.now() - reportAt > 10_000) {
+        reportAt = Date.now();
+        o.log(`[chaos] settling: ${missing} of ${committed.length} committed events not delivered yet`);
+      }
+      await sleep(1000);
+    }
+    const settleMs = Date.now() - killedAt;
+    // A marker after everything: once it arrives, the deliveries before it have too.
+    const marker = await survivor.transact(
+      { topic: o.topic, body: 'rocketmq-tx chaos marker' },
+      async () => undefined,
+    );
+    const markerId = marker.eventIds[0]!;
+    const markerDeadline = Date.now() + 60_000;
+    while (!delivered().has(markerId) && Date.now() < markerDeadline) await sleep(200);
+    return await summarize(o, dataSource, collector, owner, kills, outcomes, markerId, settleMs, started);
+  } finally {
+    await Promise.all([...live].map((c) => kill(c)));
+    await survivor.shutdown();
+    await collector.stop();
+    await dataSource.destroy().catch(() => undefined);
+  }
+}
+
+async function summarize(
+  o: Resolved,
+  dataSource: DataSource,
+  collector: RawCollector,
+  owner: Map<string, ProducerWindow>,
+  kills: Map<ProducerWindow, { kills: number; reached: number; transactions: number }>,
+  outcomes: CheckBackOutcome[],
+  markerId: string,
+  settleMs: number,
+  started: number,
+): Promise<ProducerChaosReport> {
+  const committed = (await committedEventsOf(dataSource, o.producerGroup)).filter(
+    (e) => e.eventId !== markerId,
+  );
+  const statuses = await txStatusesOf(dataSource, o.producerGroup);
+  const committedIds = new Set(committed.map((e) => e.eventId));
+  const received = collector.received.filter(
+    (m) =>
+      m.properties[TX_ORIGIN_PROPERTY] === o.producerGroup && m.properties[EVENT_ID_PROPERTY] !== markerId,
+  );
+  const rows = new Map<ProducerWindow, ChaosWindowReport>();
+  for (const [w, k] of kills) {
+    rows.set(w, {
+      window: w,
+      kills: k.kills,
+      reached: k.reached,
+      transactions: k.transactions,
+      committedTransactions: 0,
+      committedEvents: 0,
+      deliveredEvents: 0,
+      lost: 0,
+      phantom: 0,
+      duplicates: 0,
+    });
+  }
+  const rowOf = (txId: string | undefined) => rows.get(owner.get(txId ?? '') ?? o.windows[0]!)!;
+  for (const [txId, status] of statuses)
+    if (status === 'COMMITTED' && owner.has(txId)) rowOf(txId).committedTransactions++;
+  const copies = new Map<string, { txId: string | undefined; n: number }>();
+  for (const m of received) {
+    const id = m.properties[EVENT_ID_PROPERTY] ?? '';
+    const c = copies.get(id) ?? { txId: m.properties[TX_ID_PROPERTY], n: 0 };
+    c.n++;
+    copies.set(id, c);
+  }
+  for (const e of committed) {
+    const row = rowOf(e.txId);
+    row.committedEvents++;
+    if (copies.has(e.eventId)) row.deliveredEvents++;
+    else row.lost++;
+  }
+  for (const [id, c] of copies) {
+    const row = rowOf(c.txId);
+    row.duplicates += c.n - 1;
+    if (!committedIds.has(id)) row.phantom++;
+  }
+  const windows = [...rows.values()];
+  const total: ChaosWindowReport = windows.reduce(
+    (a, r) => ({
+      window: 'all',
+      kills: a.kills + r.kills,
+      reached: a.reached + r.reached,
+      transactions: a.transactions + r.transactions,
+      committedTransactions: a.committedTransactions + r.committedTransactions,
+      committedEvents: a.committedEvents + r.committedEvents,
+      deliveredEvents: a.deliveredEvents + r.deliveredEvents,
+      lost: a.lost + r.lost,
+      phantom: a.phantom + r.phantom,
+      duplicates: a.duplicates + r.duplicates,
+    }),
+    {
+      window: 'all',
+      kills: 0,
+      reached: 0,
+      transactions: 0,
+      committedTransactions: 0,
+      committedEvents: 0,
+      deliveredEvents: 0,
+      lost: 0,
+      phantom: 0,
+      duplicates: 0,
+    } as ChaosWindowReport,
+  );
+  const failures: string[] = [];
+  if (total.lost > 0) failures.push(`${total.lost} committed events were never delivered`);
+  if (total.phantom > 0) failures.push(`${total.phantom} delivered events never committed`);
+  if (total.committedEvents === 0) failures.push('no transaction committed: the run proves nothing');
+  const survivorCheckBacks: Record<string, number> = {};
+  for (const c of outcomes) survivorCheckBacks[c.decidedBy] = (survivorCheckBacks[c.decidedBy] ?? 0) + 1;
+  return {
+    ok: failures.length === 0,
+    seed: o.seed,
+    producerGroup: o.producerGroup,
+    rounds: o.rounds,
+    windows,
+    total,
+    survivorCheckBacks,
+    failures,
+    settleMs,
+    durationMs: Date.now() - started,
+  };
+}
+
+/** The report as a text table (one row per window and a total), then the verdict. */
+export function formatChaosReport(report: ProducerChaosReport): string {
+  const headers = [
+    'window',
+    'kills',
+    'reached',
+    'tx',
+    'committed tx',
+    'committed ev',
+    'delivered',
+    'lost',
+    'phantom',
+    'duplicates',
+  ];
+  const rows = [...report.windows, report.total].map((r) => [
+    r.window,
+    r.kills,
+    r.reached,
+    r.transactions,
+    r.committedTransactions,
+    r.committedEvents,
+    r.deliveredEvents,
+    r.lost,
+    r.phantom,
+    r.duplicates,
+  ]);
+  const widths = headers.map((h, i) => Math.max(h.length, ...rows.map((r) => String(r[i]).length)));
+  const line = (cells: readonly unknown[]) =>
+    cells.map((c, i) => (i === 0 ? String(c).padEnd(widths[i]!) : String(c).padStart(widths[i]!))).join('  ');
+  const out = [line(headers), ...rows.map(line)];
+  out.push(
+    '',
+    `seed ${report.seed}, group ${report.producerGroup}, settled in ${(report.settleMs / 1000).toFixed(1)} s, ` +
+      `total ${(report.durationMs / 1000).toFixed(1)} s; survivor check-backs ${JSON.stringify(report.survivorCheckBacks)}`,
+    report.ok ? 'OK: nothing lost, nothing phantom' : `FAILED: ${report.failures.join('; ')}`,
+  );
+  return out.join('\n');
+}
