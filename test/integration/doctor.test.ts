@@ -130,9 +130,11 @@ describe(`rocketmq-tx doctor against the real ${PG ? 'PostgreSQL' : 'MariaDB'} a
   }
 
   async function grantTo(user: string, statements: (account: string) => string[]) {
-    for (const account of accounts(user)) {
+    for (const account of accounts(user))
       if (PG) await admin.query(`DROP OWNED BY ${account}`).catch(() => undefined);
-      await dropUser(user);
+    // Once, before the loop: dropping inside it would drop the account made for the host before.
+    await dropUser(user);
+    for (const account of accounts(user)) {
       await root.query(
         PG
           ? `CREATE ROLE ${account} LOGIN PASSWORD '${PASSWORD}'`
