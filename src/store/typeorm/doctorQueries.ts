@@ -129,13 +129,19 @@ const POSTGRES: DoctorSql = {
        WHERE n.nspname = current_schema() AND c.relkind IN ('r', 'p') AND c.relname = ANY($1)`,
       [[...tables]],
     )) as Array<Record<string, unknown>>;
-    return {
-      kind: 'table-privileges',
-      tables: rows.map((r) => ({
-        table: String(r.t),
-        privileges: [...PG_PRIVILEGES, 'OWNER', 'ALL'].filter((p) => r[p] === true),
-      })),
-    };
+    const found = rows.map((r) => ({
+      table: String(r.t),
+      privileges: [...PG_PRIVILEGES, 'OWNER', 'ALL'].filter((p) => r[p] === true),
+    }));
+    // A superuser holds every privilege, also on a table not created yet (the migrations table
+    // before the first run, or one named by migrationsTableName): no row above says so.
+    const su = await first<{ s: unknown }>(
+      ds.query('SELECT rolsuper AS s FROM pg_roles WHERE rolname = current_user'),
+    );
+    if (su?.s === true)
+      for (const t of tables)
+        if (!found.some((f) => f.table === t)) found.push({ table: t, privileges: ['ALL'] });
+    return { kind: 'table-privileges', tables: found };
   },
   async schema(ds, tables) {
     const names = [[...tables]];
