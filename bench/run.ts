@@ -4,6 +4,8 @@
  * Transactional produce, side by side in one run on the same broker and database, the columns
  * interleaved in short rounds so the noise of a shared machine hits all of them:
  *   ours      TransactionalProducer.transact (half, tx_record + outbox row + business row, commit, end)
+ *   publish   TransactionalProducer.publish inside the caller's dataSource.transaction (business row,
+ *             tx_record, half, outbox row, commit, end; awaits the outcome)
  *   baseline  raw rocketmq-client-nodejs + mysql2, hand-written (half, tx_record, business row, commit, end)
  *   raw       raw client, half + end, no database (the upper bound)
  *   lean      ours with transport: 'lean' (SendMessage/EndTransaction over src/broker/lean)
@@ -50,7 +52,7 @@ import {
 } from './lib/system';
 import { Worker, nodeWorkerSpec, type CheckBackCounts, type RunResult, type WorkerSpec } from './lib/worker';
 
-type Column = 'ours' | 'lean' | 'baseline' | 'raw' | 'rawlean' | 'java';
+type Column = 'ours' | 'publish' | 'lean' | 'baseline' | 'raw' | 'rawlean' | 'java';
 
 interface Settings {
   mode: 'quick' | 'full';
@@ -144,6 +146,7 @@ const RESULTS = path.join(ROOT, 'bench', 'results');
 const TMP = path.join(RESULTS, 'tmp');
 const COLORS: Record<Column, string> = {
   ours: '#d62728',
+  publish: '#9467bd',
   lean: '#ff7f0e',
   baseline: '#1f77b4',
   rawlean: '#bcbd22',
@@ -255,6 +258,7 @@ async function main(): Promise<void> {
       : [];
   const specs: Partial<Record<Column, WorkerSpec>> = {
     ours: nodeWorkerSpec('ours', 'ours', TOPICS.ours, GROUPS.ours, profFlags('ours')),
+    publish: nodeWorkerSpec('publish', 'publish', TOPICS.publish, GROUPS.publish),
     baseline: nodeWorkerSpec('baseline', 'baseline', TOPICS.baseline, GROUPS.baseline, profFlags('baseline')),
     raw: nodeWorkerSpec('raw', 'raw', TOPICS.raw, GROUPS.raw),
     ...(s.lean
@@ -274,7 +278,7 @@ async function main(): Promise<void> {
     javaSkipped = '--no-java';
   }
   if (javaSkipped) log(`java column skipped: ${javaSkipped}`);
-  const columns = (['ours', 'lean', 'baseline', 'raw', 'rawlean', 'java'] as Column[]).filter(
+  const columns = (['ours', 'publish', 'lean', 'baseline', 'raw', 'rawlean', 'java'] as Column[]).filter(
     (c) => specs[c],
   );
 
@@ -338,6 +342,8 @@ async function main(): Promise<void> {
       leanP99: number[];
       leanOverOurs: number[];
       rawleanOverRaw: number[];
+      publishOverOurs: number[];
+      publishP99OverOurs: number[];
     }
   >();
   for (const conc of s.concurrency) {
@@ -382,6 +388,8 @@ async function main(): Promise<void> {
         leanP99: [],
         leanOverOurs: [],
         rawleanOverRaw: [],
+        publishOverOurs: [],
+        publishP99OverOurs: [],
       };
       if (ours && base) {
         rr.tps.push(ours.tps / base.tps);
@@ -394,6 +402,11 @@ async function main(): Promise<void> {
       }
       if (lean && ours) rr.leanOverOurs.push(lean.tps / ours.tps);
       if (rawlean && raw) rr.rawleanOverRaw.push(rawlean.tps / raw.tps);
+      const pub = per.get('publish')?.rounds[round];
+      if (pub && ours) {
+        rr.publishOverOurs.push(pub.tps / ours.tps);
+        rr.publishP99OverOurs.push(pub.p99 / ours.p99);
+      }
       ratioRounds.set(conc, rr);
     }
     for (const col of columns) {
@@ -578,6 +591,12 @@ async function main(): Promise<void> {
             rawleanOverRawTps: spread(r.rawleanOverRaw),
           }
         : {}),
+      ...(r.publishOverOurs.length
+        ? {
+            publishOverOursTps: spread(r.publishOverOurs),
+            publishOverOursP99: spread(r.publishP99OverOurs),
+          }
+        : {}),
     })),
     scaling,
     checkBack: checkBack && { ...checkBack, committedKeys: undefined, rolledBackKeys: undefined },
@@ -640,6 +659,8 @@ type Report = {
     leanOverBaselineP99?: Spread;
     leanOverOursTps?: Spread;
     rawleanOverRawTps?: Spread;
+    publishOverOursTps?: Spread;
+    publishOverOursP99?: Spread;
   }>;
   scaling: ScalingRow[];
   checkBack:
@@ -792,6 +813,21 @@ function renderMarkdown(r: Report, columns: Column[], s: Settings): string {
           x.leanOverBaselineP99 ? range(x.leanOverBaselineP99, 2) : '-',
           x.leanOverOursTps ? range(x.leanOverOursTps, 2) : '-',
           x.rawleanOverRawTps ? range(x.rawleanOverRawTps, 2) : '-',
+        ]),
+      ),
+      '',
+    );
+  }
+  if (r.ratios.some((x) => x.publishOverOursTps)) {
+    out.push(
+      "`publish` (inside the caller's `dataSource.transaction`, awaiting `outcome`) next to `ours` (`transact`); statements per transaction in the table above. Ratios per round, median (min–max):",
+      '',
+      markdownTable(
+        ['conc', 'publish/ours tx/s', 'publish/ours p99'],
+        r.ratios.map((x) => [
+          String(x.concurrency),
+          x.publishOverOursTps ? range(x.publishOverOursTps, 2) : '-',
+          x.publishOverOursP99 ? range(x.publishOverOursP99, 2) : '-',
         ]),
       ),
       '',

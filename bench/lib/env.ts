@@ -27,6 +27,7 @@ export const TOPICS = {
   java: 'bench_tx_3',
   lean: 'bench_tx_4',
   rawlean: 'bench_tx_5',
+  publish: 'bench_tx_6',
   normal: 'bench_normal_0',
 } as const;
 
@@ -42,6 +43,7 @@ export const GROUPS = {
   java: `${BENCH_DB}_java`,
   lean: `${BENCH_DB}_lean`,
   rawlean: `${BENCH_DB}_rawlean`,
+  publish: `${BENCH_DB}_publish`,
   checkBack: `${BENCH_DB}_checkback`,
   relay: `${BENCH_DB}_relay`,
 } as const;

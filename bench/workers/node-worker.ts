@@ -1,5 +1,6 @@
 /**
- * One bench column in its own process: `ours` (TransactionalProducer.transact), `lean` (the
+ * One bench column in its own process: `ours` (TransactionalProducer.transact), `publish`
+ * (TransactionalProducer.publish inside dataSource.transaction, awaiting its outcome), `lean` (the
  * same with `transport: 'lean'`), `baseline` (raw rocketmq-client-nodejs + mysql2, hand-written:
  * half, BEGIN, tx_record, business row, COMMIT, EndTransaction), `raw` (half + EndTransaction,
  * no database: the upper bound) or `rawlean` (raw over the lean transport).
@@ -25,7 +26,7 @@ import { TransactionResolution } from '../../src/checkback/resolution';
 import { BENCH_DB_URL, ENDPOINTS, POOL_SIZE, openBenchDataSource, quietLogger } from '../lib/env';
 import type { CheckBackCounts, RunResult } from '../lib/worker';
 
-type Mode = 'ours' | 'lean' | 'baseline' | 'raw' | 'rawlean';
+type Mode = 'ours' | 'publish' | 'lean' | 'baseline' | 'raw' | 'rawlean';
 type OneTx = (key: string, rollback: boolean) => Promise<boolean>;
 
 /** Thrown by the bench's work function to roll a transaction back on purpose. */
@@ -82,12 +83,29 @@ async function setupOurs(): Promise<Setup> {
     transport: mode === 'lean' ? 'lean' : 'official',
   });
   await producer.start();
+  const event = (key: string) => ({ topic, tag: tagOf(key), keys: [key], body: body(key) });
+  // `publish`: the caller's own transaction (business row first, then publish), and the
+  // transaction counts once its outcome settled (EndTransaction sent after the commit), as
+  // transact's promise does.
   const tx: OneTx = async (key, rollback) => {
     try {
-      await producer.transact({ topic, tag: tagOf(key), keys: [key], body: body(key) }, async (manager) => {
-        await manager.query('INSERT INTO bench_order (id, note) VALUES (?, ?)', [key, 'bench']);
-        if (rollback) throw new PlannedRollback();
-      });
+      if (mode === 'publish') {
+        const published = await ds.transaction(async (manager) => {
+          await manager.query('INSERT INTO bench_order (id, note) VALUES (?, ?)', [key, 'bench']);
+          const r = await producer.publish(manager, event(key));
+          if (rollback) throw new PlannedRollback();
+          return r;
+        });
+        // 'unknown' is still a committed database transaction: the check-back delivers it (the
+        // correctness check waits for it). 'rolled_back' after a commit would be a bug.
+        const outcome = await published.outcome;
+        if (outcome === 'rolled_back') throw new Error('publish outcome rolled_back after COMMIT');
+      } else {
+        await producer.transact(event(key), async (manager) => {
+          await manager.query('INSERT INTO bench_order (id, note) VALUES (?, ?)', [key, 'bench']);
+          if (rollback) throw new PlannedRollback();
+        });
+      }
       return true;
     } catch (err) {
       if (err instanceof PlannedRollback) return false;
@@ -372,6 +390,7 @@ async function memory(tx: OneTx, total: number, concurrency: number, prefix: str
 async function main(): Promise<void> {
   const setups: Record<Mode, () => Promise<Setup>> = {
     ours: setupOurs,
+    publish: setupOurs,
     lean: setupOurs,
     baseline: setupBaseline,
     raw: setupRaw,
