@@ -7,7 +7,22 @@ const CHILD = path.join(__dirname, 'crash-child.ts');
 
 /** The crash windows crash-child.ts opens (see its header). */
 export type CrashMode =
-  'before-commit' | 'after-commit' | 'join-after-half' | 'join-in-work' | 'join-after-commit';
+  | 'before-commit'
+  | 'after-commit'
+  | 'join-after-half'
+  | 'join-in-work'
+  | 'join-after-commit'
+  | 'join-savepoint-rolled-back'
+  | 'join-savepoint-released';
+
+/** What the savepoint modes report besides the outer txId. */
+export interface SavepointWindow {
+  savepointTxId: string;
+  /** Events on the outer fence row. */
+  outerEventIds: string[];
+  /** Events on the savepoint's fence row. */
+  savepointEventIds: string[];
+}
 
 /** Starts a producer process and resolves with its txId once it stands inside the crash window. */
 export async function childInWindow(
@@ -15,7 +30,7 @@ export async function childInWindow(
   topic: string,
   group: string,
   orderId: string,
-): Promise<{ txId: string; kill: () => Promise<void> }> {
+): Promise<{ txId: string; savepoint?: SavepointWindow; kill: () => Promise<void> }> {
   const child: ChildProcess = spawn(
     process.execPath,
     ['-r', 'ts-node/register/transpile-only', CHILD, mode, topic, group, orderId],
@@ -34,9 +49,18 @@ export async function childInWindow(
       throw new Error(`crash child exited early (code ${code}): ${stderr}`);
     }),
   ]);
-  const { txId } = JSON.parse(line) as { txId: string };
+  const { txId, ...rest } = JSON.parse(line) as { txId: string } & Partial<SavepointWindow>;
+  const savepoint =
+    rest.savepointTxId !== undefined
+      ? {
+          savepointTxId: rest.savepointTxId,
+          outerEventIds: rest.outerEventIds ?? [],
+          savepointEventIds: rest.savepointEventIds ?? [],
+        }
+      : undefined;
   return {
     txId,
+    ...(savepoint ? { savepoint } : {}),
     kill: async () => {
       child.kill('SIGKILL');
       await exited;

@@ -1,14 +1,17 @@
 import type { DataSource } from 'typeorm';
 import { TransactionalProducer, uuidv7 } from '../../src';
 import { Collector } from '../helpers/collector';
-import { childInWindow, type CrashMode } from '../helpers/crashWindow';
-import { ensureSchema, openDataSource, orderExists, txRecord } from '../helpers/db';
+import { childInWindow, type CrashMode, type SavepointWindow } from '../helpers/crashWindow';
+import { ensureSchema, openDataSource, orderExists, sql, txRecord } from '../helpers/db';
 import { waitFor } from '../helpers/env';
 import { makeProducer } from '../helpers/producer';
 
 const TOPIC = 'rmqtx_tx_join_1';
 const GROUP = 'it_publish_crash';
 const RUNS = Number(process.env.CRASH_RUNS ?? 2);
+/** The survivor's discard recovery: in-doubt halves older than this are republished from IN_FLIGHT outbox rows. */
+const DISCARD_HORIZON_MS = 15_000;
+const RECOVERY_INTERVAL_MS = 1000;
 
 /**
  * The crash windows of publish(manager, events) inside the caller's own transaction: a producer
@@ -29,7 +32,7 @@ describe('crash windows of publish() in the caller transaction: SIGKILL, resolve
     survivor = makeProducer(ds, {
       topics: [TOPIC],
       producerGroup: GROUP,
-      discardRecovery: { horizonMs: 15_000, intervalMs: 1000 },
+      discardRecovery: { horizonMs: DISCARD_HORIZON_MS, intervalMs: RECOVERY_INTERVAL_MS },
     });
     await survivor.start();
   });
@@ -99,5 +102,107 @@ describe('crash windows of publish() in the caller transaction: SIGKILL, resolve
       expect(copies.length).toBeGreaterThanOrEqual(1);
       expect(new Set(copies.map((c) => `${c.messageId}/${c.properties.EVENT_ID}`)).size).toBe(1);
     }
+  });
+
+  interface SavepointRun extends SavepointWindow {
+    orderId: string;
+    txId: string;
+    /** When the child stood in the window (its half messages were all sent before). */
+    killedAt: number;
+  }
+
+  async function killAllSavepoint(
+    mode: 'join-savepoint-rolled-back' | 'join-savepoint-released',
+  ): Promise<SavepointRun[]> {
+    return Promise.all(
+      Array.from({ length: RUNS }, async () => {
+        const orderId = `${mode}-${uuidv7()}`;
+        const child = await childInWindow(mode, TOPIC, GROUP, orderId);
+        const killedAt = Date.now();
+        await child.kill();
+        if (!child.savepoint) throw new Error(`the ${mode} child reported no savepoint`);
+        return { orderId, txId: child.txId, killedAt, ...child.savepoint };
+      }),
+    );
+  }
+
+  const deliveredCopies = (eventId: string) => collector.withProperty('EVENT_ID', eventId);
+
+  async function outboxRowsOf(txId: string): Promise<string[]> {
+    const rows: Array<{ event_id: string }> = await ds.query(
+      sql('SELECT event_id FROM outbox_event WHERE tx_id = ?'),
+      [txId],
+    );
+    return rows.map((r) => r.event_id);
+  }
+
+  /** Each event delivered at least once, every copy the same message (at least once, as in (3)). */
+  async function expectDelivered(eventIds: readonly string[]): Promise<void> {
+    for (const eventId of eventIds) {
+      await waitFor(() => deliveredCopies(eventId).length > 0, {
+        timeoutMs: 40_000,
+        description: `check-back delivered event ${eventId}`,
+      });
+    }
+    await flush();
+    for (const eventId of eventIds) {
+      const copies = deliveredCopies(eventId);
+      expect(copies.length).toBeGreaterThanOrEqual(1);
+      expect(new Set(copies.map((c) => c.messageId)).size).toBe(1);
+    }
+  }
+
+  it(`(4) a savepoint rolled back (its ROLLBACK lost), the outer transaction committed, killed after COMMIT before EndTransaction: the savepoint's events never delivered, the outer ones delivered (${RUNS} runs)`, async () => {
+    const runs = await killAllSavepoint('join-savepoint-rolled-back');
+    for (const run of runs) {
+      expect(run.savepointTxId).not.toBe(run.txId);
+      expect(run.outerEventIds).toHaveLength(2);
+      expect(run.savepointEventIds).toHaveLength(2);
+      expect(await orderExists(ds, run.orderId)).toBe(true);
+      expect(await txRecord(ds, run.txId)).toMatchObject({ status: 'COMMITTED', resolved_by: 'PRODUCER' });
+      // The savepoint's fence row and outbox rows went with the savepoint: nothing for discard
+      // recovery to republish, and the check-back of its halves finds no row and tombstones it
+      // (the tombstone also shows its immediate ROLLBACK never reached the broker).
+      expect(await outboxRowsOf(run.savepointTxId)).toEqual([]);
+      await waitFor(async () => (await txRecord(ds, run.savepointTxId)) !== undefined, {
+        timeoutMs: 40_000,
+        description: `check-back decided the savepoint's ${run.savepointTxId}`,
+      });
+      expect(await txRecord(ds, run.savepointTxId)).toMatchObject({
+        status: 'ROLLED_BACK',
+        resolved_by: 'CHECK_BACK',
+      });
+    }
+    await expectDelivered(runs.flatMap((r) => r.outerEventIds));
+    // Never delivered: wait past the broker's check budget (1 s + 5 checks x 2 s on the test
+    // broker) and the survivor's discard horizon, then for a marker sent after that.
+    const horizon = Math.max(...runs.map((r) => r.killedAt)) + DISCARD_HORIZON_MS + 3 * RECOVERY_INTERVAL_MS;
+    await waitFor(() => Date.now() >= horizon, {
+      timeoutMs: DISCARD_HORIZON_MS + 10_000,
+      description: 'the discard horizon of the savepoint halves passed',
+    });
+    await flush();
+    for (const run of runs) {
+      for (const eventId of run.savepointEventIds) expect(deliveredCopies(eventId)).toEqual([]);
+      expect(collector.withProperty('TX_ID', run.savepointTxId)).toEqual([]);
+    }
+  });
+
+  it(`(5) a savepoint released, killed after the outer COMMIT before EndTransaction: every event delivered by check-back (${RUNS} runs)`, async () => {
+    const runs = await killAllSavepoint('join-savepoint-released');
+    for (const run of runs) {
+      expect(run.savepointTxId).not.toBe(run.txId);
+      expect(run.outerEventIds).toHaveLength(1);
+      // The savepoint's two events and the later outer call, which joins the released fence.
+      expect(run.savepointEventIds).toHaveLength(3);
+      expect(await orderExists(ds, run.orderId)).toBe(true);
+      // The released savepoint's fence row committed with the outer transaction.
+      expect(await txRecord(ds, run.txId)).toMatchObject({ status: 'COMMITTED', resolved_by: 'PRODUCER' });
+      expect(await txRecord(ds, run.savepointTxId)).toMatchObject({
+        status: 'COMMITTED',
+        resolved_by: 'PRODUCER',
+      });
+    }
+    await expectDelivered(runs.flatMap((r) => [...r.outerEventIds, ...r.savepointEventIds]));
   });
 });
