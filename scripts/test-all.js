@@ -14,11 +14,12 @@ const { runContract, postgresUrl, maskUrl } = require('./test-contract');
 
 /**
  * The suites that run a second time on PostgreSQL with the real broker: producer, check-back and
- * crash windows, relay and discard recovery, consumer, the order-service scenario, and the
- * operational suites (status, retention, archive, reconcile, metrics, lean transport). Not yet:
- * cli (dialect-aware, its relay case not yet seen green on PostgreSQL), least-privilege (MariaDB
- * users; its statements run on PostgreSQL roles in the contract suite), doctor (its own helper);
- * smoke and startup touch no database.
+ * crash windows, relay and discard recovery, consumer, the order-service scenario, the
+ * operational suites (status, retention, archive, reconcile, metrics, lean transport, doctor),
+ * and publish() in the caller's transaction (publish, publish-crash, publish-transactional). Not
+ * yet: cli (dialect-aware, its relay case not yet seen green on PostgreSQL), least-privilege
+ * (MariaDB users; its statements run on PostgreSQL roles in the contract suite); smoke and
+ * startup touch no database.
  */
 const POSTGRES_COMPONENT_SUITES = [
   'producer',
@@ -40,6 +41,9 @@ const POSTGRES_COMPONENT_SUITES = [
   'metrics',
   'lean-transport',
   'doctor',
+  'publish',
+  'publish-crash',
+  'publish-transactional',
 ];
 
 const DEFAULT_DB_URL = 'mysql://root@127.0.0.1:3306/test';
