@@ -65,6 +65,10 @@ interface Scenario {
   readonly db?: CallerDbOptions;
   /** The broker's check budget per half message. */
   readonly maxChecks: number;
+  /** Check-back instances may crash (off where the other scenarios already cover it, to bound the run). */
+  readonly checkerCrashes: boolean;
+  /** A half message the proxy stored although its send failed (off where the others cover it). */
+  readonly halfAckLost: boolean;
 }
 
 const oneCall: Scenario = {
@@ -74,7 +78,9 @@ const oneCall: Scenario = {
     await work();
   },
   db: { commitCanRollBack: true },
-  maxChecks: 2,
+  maxChecks: 1,
+  checkerCrashes: true,
+  halfAckLost: true,
 };
 
 const twoCalls: Scenario = {
@@ -85,6 +91,8 @@ const twoCalls: Scenario = {
     await work();
   },
   maxChecks: 1,
+  checkerCrashes: false,
+  halfAckLost: false,
 };
 
 const savepointReleased: Scenario = {
@@ -94,6 +102,8 @@ const savepointReleased: Scenario = {
     await work();
   },
   maxChecks: 1,
+  checkerCrashes: true,
+  halfAckLost: true,
 };
 
 const savepointRolledBack: Scenario = {
@@ -111,6 +121,8 @@ const savepointRolledBack: Scenario = {
   },
   fenceUndone: true,
   maxChecks: 1,
+  checkerCrashes: true,
+  halfAckLost: true,
 };
 
 interface JoinRun extends ExplorableRun {
@@ -134,7 +146,7 @@ async function startRun(scenario: Scenario, options: RunOptions = {}): Promise<J
     [CALLER]: new ScheduledTxRecordStore(world, sched, CALLER),
     [AFTER_END]: new ScheduledTxRecordStore(world, sched, AFTER_END),
   });
-  const gateway = new JoinGateway(world, sched, currentFlow);
+  const gateway = new JoinGateway(world, sched, currentFlow, scenario.halfAckLost);
   const producer = new TransactionalProducer(
     { endpoints: '127.0.0.1:8081', dataSource, producerGroup: PRODUCER_GROUP, topics: [TOPIC] },
     {
@@ -160,7 +172,8 @@ async function startRun(scenario: Scenario, options: RunOptions = {}): Promise<J
     publish: async (manager) => {
       const result = await producer.publish(manager, { topic: TOPIC, body: { orderId: 1 } });
       const halfTxId = world.half?.properties[TX_ID_PROPERTY];
-      if (result.txId !== halfTxId) world.faults.push(`publish returned ${result.txId}, the half is ${halfTxId}`);
+      if (result.txId !== halfTxId)
+        world.faults.push(`publish returned ${result.txId}, the half is ${halfTxId}`);
       void result.outcome.then((o) => publishOutcomes.push(o));
     },
     work: () =>
@@ -222,14 +235,15 @@ async function startRun(scenario: Scenario, options: RunOptions = {}): Promise<J
           world.countCheck(half.id);
           world.half = half.message;
           const message = checkBackMessage(world);
+          // The process dies: InnoDB rolls its open statement back; a fresh instance takes over.
+          const crash = () => {
+            world.end(actor, false);
+            sched.track(startChecker(actor));
+          };
           sched.spawn(
             actor,
             () => checkers.get(actor)!.checkBack(half.id, message),
-            () => {
-              // The process dies: InnoDB rolls its open statement back; a fresh instance takes over.
-              world.end(actor, false);
-              sched.track(startChecker(actor));
-            },
+            scenario.checkerCrashes ? crash : undefined,
           );
         },
       }));
@@ -269,16 +283,22 @@ function violations(
     if (h.sent.has('COMMIT') && h.sent.has('ROLLBACK')) v.push(`${h.id}: both COMMIT and ROLLBACK sent`);
     if (h.state === 'DELIVERED' && !committed) v.push(`${h.id}: delivered but not committed (phantom)`);
     if (h.state === 'DISCARDED' && committed) v.push(`${h.id}: committed but rolled back (lost)`);
-    if (h.state === 'DELIVERED' && h.undone) v.push(`${h.id}: delivered although rolled back to its savepoint`);
+    if (h.state === 'DELIVERED' && h.undone)
+      v.push(`${h.id}: delivered although rolled back to its savepoint`);
   }
   // The caller's transaction is all or nothing: its work commits with the fence row.
   if (!scenario.fenceUndone && world.businessCommitted !== committed && !world.holder)
-    v.push(`the work ${world.businessCommitted ? 'committed' : 'did not commit'}, tx_record is ${world.committed}`);
+    v.push(
+      `the work ${world.businessCommitted ? 'committed' : 'did not commit'}, tx_record is ${world.committed}`,
+    );
   // Rolled back (or never sent a COMMIT): never committed.
   const threw = !['running', 'crashed', 'committed'].includes(outcome);
   if (threw && !commitSent && (committed || world.businessCommitted))
     v.push(`the caller's transaction threw ${outcome} before its COMMIT, yet it committed`);
-  if (publishOutcomes.includes('committed') && !(committed && world.halves.every((h) => h.state === 'DELIVERED')))
+  if (
+    publishOutcomes.includes('committed') &&
+    !(committed && world.halves.every((h) => h.state === 'DELIVERED'))
+  )
     v.push('publish outcome committed, but tx_record is not COMMITTED or a half is not delivered');
   if (publishOutcomes.includes('rolled_back') && !scenario.fenceUndone && committed)
     v.push('publish outcome rolled_back, but tx_record is COMMITTED');
@@ -302,7 +322,8 @@ async function drain(run: JoinRun): Promise<string[]> {
   const committed = world.committed === 'COMMITTED';
   for (const h of world.halves) {
     if (h.state === 'HALF') problems.push(`${h.id}: still unresolved after a check-back without faults`);
-    else if (committed && h.state !== 'DELIVERED') problems.push(`${h.id}: the caller committed, not delivered`);
+    else if (committed && h.state !== 'DELIVERED')
+      problems.push(`${h.id}: the caller committed, not delivered`);
   }
   return problems;
 }
@@ -332,7 +353,7 @@ async function exploreScenario(
   let terminalViolation: { problems: string[]; trace: string[] } | undefined;
   const result = await explore(() => startRun(scenario, options), {
     maxStates: 60_000,
-    onTerminal: async (run) => {
+    onTerminal: async (run, trace) => {
       outcomes.add(run.outcome());
       const committed = run.world.committed === 'COMMITTED';
       if (committed) committedTerminals++;
@@ -341,7 +362,10 @@ async function exploreScenario(
       const problems = await drain(run);
       if (committed && undelivered && problems.length === 0) deliveredByDrain++;
       if (problems.length > 0 && !terminalViolation)
-        terminalViolation = { problems, trace: [`terminal state ${run.key()}`] };
+        terminalViolation = {
+          problems,
+          trace: [...trace, '(terminal: the broker asks once more, nothing fails)'],
+        };
     },
   });
   const figures: Figures = {

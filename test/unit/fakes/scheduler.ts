@@ -152,11 +152,7 @@ export class Scheduler {
 
   async settle(): Promise<void> {
     const detachedRounds = this.resumedDetached.size > 0 ? DETACHED_SETTLE_ROUNDS : 0;
-    for (
-      let round = 0;
-      this.running.size > 0 || this.background > 0 || round < detachedRounds;
-      round++
-    ) {
+    for (let round = 0; this.running.size > 0 || this.background > 0 || round < detachedRounds; round++) {
       if (round === MAX_SETTLE_ROUNDS) {
         throw new Error(
           `${[...this.running].join(', ')} reached no point: awaiting something the scheduler does not drive?`,
@@ -636,7 +632,7 @@ export interface ExploreOptions<R> {
   /** Stops with an error past this many states (a guard against a broken key). */
   maxStates?: number;
   /** Awaited before the exploration goes on (it may drive the terminal run further). */
-  onTerminal?: (run: R) => void | Promise<void>;
+  onTerminal?: (run: R, trace: readonly string[]) => void | Promise<void>;
 }
 
 /**
@@ -684,7 +680,7 @@ export async function explore<R extends ExplorableRun>(
     const moves = here.sched.moves();
     if (moves.length === 0) {
       result.terminals++;
-      await options.onTerminal?.(here);
+      await options.onTerminal?.(here, prefix);
       continue;
     }
     for (const [i, id] of moves.entries()) {
