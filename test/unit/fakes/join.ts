@@ -295,8 +295,8 @@ export function callerDataSource(
       world.callerDepth = () => this.transactionDepth;
     }
 
-    override async connect(): Promise<never> {
-      return undefined as never;
+    override async connect(): Promise<unknown> {
+      return undefined;
     }
 
     override async release(): Promise<void> {
@@ -305,12 +305,17 @@ export function callerDataSource(
       if (this.alive && this.open) world.leaks.add(CALLER);
     }
 
+    /** Typed as TypeORM's overloads want (it resolves to an empty result). */
     override query(sql: string): Promise<never> {
+      return this.statement(sql) as Promise<never>;
+    }
+
+    private statement(sql: string): Promise<unknown> {
       if (!this.alive)
         return Promise.reject(new Error("Can't add new command when connection is in closed state"));
       const statement = sql.trim().toUpperCase();
       const savepoint = /^(RELEASE SAVEPOINT|ROLLBACK TO SAVEPOINT|SAVEPOINT) TYPEORM_(\d+)$/.exec(statement);
-      const done = Promise.resolve([] as never);
+      const done = Promise.resolve([]);
       if (statement === 'START TRANSACTION') {
         this.open = true;
         world.callerOpen = true;
@@ -322,7 +327,7 @@ export function callerDataSource(
         if (savepoint[1] === 'ROLLBACK TO SAVEPOINT') world.rollbackToSavepoint(depth);
         return done;
       }
-      const ended = (commit: boolean) => (): never[] => {
+      const ended = (commit: boolean) => (): unknown[] => {
         world.end(CALLER, commit);
         world.callerOpen = false;
         this.open = false;
@@ -336,7 +341,7 @@ export function callerDataSource(
       if (statement === 'COMMIT') {
         if (this.transactionDepth <= 1) connection.commitSent = true;
         return sched
-          .point<never[]>(CALLER, 'COMMIT', () => [
+          .point<unknown>(CALLER, 'COMMIT', () => [
             { name: 'ok', apply: ended(true) },
             { name: 'ambiguous, did commit', apply: lost(true) },
             { name: 'ambiguous, did not commit', apply: lost(false) },
@@ -345,14 +350,14 @@ export function callerDataSource(
           .then(() =>
             // Crashing here: the COMMIT is durable and the process dies before TypeORM's
             // afterTransactionCommit event runs (the after-commit callback is lost).
-            sched.point<never>(CALLER, 'COMMIT returned', () => [
-              { name: 'after-commit events run', apply: () => undefined as never },
+            sched.point<unknown>(CALLER, 'COMMIT returned', () => [
+              { name: 'after-commit events run', apply: () => [] },
             ]),
           );
       }
       if (statement === 'ROLLBACK') {
-        return sched.point<never>(CALLER, 'ROLLBACK', () => [
-          { name: 'ok', apply: ended(false) as () => never },
+        return sched.point<unknown>(CALLER, 'ROLLBACK', () => [
+          { name: 'ok', apply: ended(false) },
           { name: 'connection lost (InnoDB rolls back)', apply: lost(false) },
         ]);
       }
