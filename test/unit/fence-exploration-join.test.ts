@@ -83,6 +83,12 @@ const oneCall: Scenario = {
   halfAckLost: true,
 };
 
+const eventsLost: Scenario = {
+  ...oneCall,
+  name: 'one publish, TypeORM events never reach the producer (no after-commit callback, no crash)',
+  db: { eventsLost: true },
+};
+
 const twoCalls: Scenario = {
   name: 'two publish calls in one transaction (one fence row, two half messages)',
   body: async ({ manager, publish, work }) => {
@@ -408,6 +414,12 @@ describe('publish (join mode), every interleaving of the caller, its after-end f
       // Never TransactionFencedError: the fence row is inserted before the half message exists.
       ['WorkFailedError', 'committed', 'crashed', 'BrokerUnavailableError', 'StoreError'],
     ],
+    [
+      'no after-commit callback',
+      eventsLost,
+      ['C1: reply COMMIT -> delivered', 'C2: reply ROLLBACK -> delivered', 'P: work -> fails'],
+      ['WorkFailedError', 'committed', 'crashed'],
+    ],
     ['two calls', twoCalls, ['Pe: EndTransaction COMMIT -> m0 delivered, m1 lost'], ['committed', 'crashed']],
     ['savepoint released', savepointReleased, ['P: work -> fails'], ['committed', 'WorkFailedError']],
     [
@@ -424,6 +436,10 @@ describe('publish (join mode), every interleaving of the caller, its after-end f
       if (violation) throw new Error(formatViolation(name, violation));
       expect(expectedMoves.filter((id) => !figures.movesTaken.has(id))).toEqual([]);
       expect(expectedOutcomes.filter((o) => !figures.outcomes.has(o))).toEqual([]);
+      // The after-end flow runs exactly when TypeORM's events reach the producer.
+      expect([...figures.movesTaken].some((id) => id.startsWith(`${AFTER_END}:`))).toBe(
+        !scenario.db?.eventsLost,
+      );
       // Not vacuous: the caller's work commits in some terminal states (with the fence row, or
       // without it when the savepoint holding it was rolled back).
       expect(figures.workCommittedTerminals).toBeGreaterThan(0);

@@ -243,10 +243,14 @@ class FlowSubscribers extends Array<EntitySubscriberInterface> {
     return Array;
   }
 
+  /** No subscriber is called (a transaction ended where TypeORM's events do not reach it). */
+  silent = false;
+
   override forEach(
     callback: (value: EntitySubscriberInterface, index: number, array: EntitySubscriberInterface[]) => void,
     thisArg?: unknown,
   ): void {
+    if (this.silent) return;
     [...this].forEach((subscriber, i) =>
       flows.run(AFTER_END, () => callback.call(thisArg, subscriber, i, this)),
     );
@@ -259,6 +263,11 @@ export interface CallerDbOptions {
    * the COMMIT of an aborted transaction with ROLLBACK; TypeORM reports it committed).
    */
   commitCanRollBack?: boolean;
+  /**
+   * TypeORM's transaction events never reach the producer (the after-commit callback is lost while
+   * the process lives on): the producer learns nothing; the check-back must resolve everything.
+   */
+  eventsLost?: boolean;
 }
 
 /** What the caller's connection did, for the invariants. */
@@ -279,6 +288,7 @@ export function callerDataSource(
 ): { dataSource: DataSource; connection: CallerConnection } {
   const connection: CallerConnection = { commitSent: false };
   const subscribers = new FlowSubscribers();
+  subscribers.silent = options.eventsLost ?? false;
   const dataSource = {
     isInitialized: true,
     options: { type: 'mysql' },
