@@ -44,6 +44,8 @@ interface Move {
 
 /** Rounds of setImmediate after which an actor that reached no point counts as stuck. */
 const MAX_SETTLE_ROUNDS = 50;
+/** Rounds of setImmediate a resumed detached actor gets to reach its next point or its end. */
+const DETACHED_SETTLE_ROUNDS = 3;
 
 export class Scheduler {
   private readonly parked = new Map<string, Parked>();
@@ -52,12 +54,20 @@ export class Scheduler {
   private readonly crashHandlers = new Map<string, () => void>();
   private readonly sources: Array<() => EnvironmentMove[]> = [];
   private readonly faults: unknown[] = [];
+  /** Actors whose code starts inside another actor's callback (see `detached`). */
+  private readonly detachedActors = new Set<string>();
+  /** Detached actors resumed by the last move: they run until their next point or their end. */
+  private readonly resumedDetached = new Set<string>();
   private background = 0;
 
   /** Parks `actor` at `label` until the oracle picks one of `choices()` (computed when moves are listed). */
   point<T>(actor: string, label: string, choices: () => ReadonlyArray<Choice<T>>): Promise<T> {
     if (this.parked.has(actor)) throw new Error(`${actor} reached "${label}" while already parked elsewhere`);
-    if (!this.running.has(actor)) throw new Error(`${actor} reached "${label}" without being scheduled`);
+    const detached = this.detachedActors.has(actor);
+    if (!this.running.has(actor) && !detached)
+      throw new Error(`${actor} reached "${label}" without being scheduled`);
+    // A detached actor reaching a point without having been resumed starts a new flow.
+    if (detached && !this.resumedDetached.delete(actor)) this.trails.set(actor, []);
     return new Promise<T>((resolve, reject) => {
       this.running.delete(actor);
       this.parked.set(actor, { label, choices, resolve: resolve as (value: unknown) => void, reject });
@@ -80,6 +90,17 @@ export class Scheduler {
     );
   }
 
+  /**
+   * Declares `actor` detached: its flows start inside another actor's code (a callback that code
+   * fires and does not await, such as a TypeORM subscriber event that starts broker round trips),
+   * so they are never spawned; each reaches its first point from there. Once resumed, it is
+   * given a few rounds to reach its next point or its end (it must await only promises).
+   */
+  detached(actor: string, onCrash?: () => void): void {
+    this.detachedActors.add(actor);
+    if (onCrash) this.crashHandlers.set(actor, onCrash);
+  }
+
   /** Runs housekeeping (e.g. a restart) that settle() must wait for, outside any actor. */
   track(work: Promise<unknown>): void {
     this.background++;
@@ -94,6 +115,16 @@ export class Scheduler {
 
   addSource(source: () => EnvironmentMove[]): void {
     this.sources.push(source);
+  }
+
+  /**
+   * Drops `actor`'s parked continuation without running its crash handler (another actor of the
+   * same process crashed: the whole process is gone). Returns whether it was parked.
+   */
+  drop(actor: string): boolean {
+    if (!this.parked.delete(actor)) return false;
+    this.trails.get(actor)?.push('crashed');
+    return true;
   }
 
   isBusy(actor: string): boolean {
@@ -120,7 +151,8 @@ export class Scheduler {
   }
 
   async settle(): Promise<void> {
-    for (let round = 0; this.running.size > 0 || this.background > 0; round++) {
+    const detachedRounds = this.resumedDetached.size > 0 ? DETACHED_SETTLE_ROUNDS : 0;
+    for (let round = 0; this.running.size > 0 || this.background > 0 || round < detachedRounds; round++) {
       if (round === MAX_SETTLE_ROUNDS) {
         throw new Error(
           `${[...this.running].join(', ')} reached no point: awaiting something the scheduler does not drive?`,
@@ -128,6 +160,8 @@ export class Scheduler {
       }
       await new Promise<void>((resolve) => setImmediate(resolve));
     }
+    // A resumed detached actor that reached no point has ended.
+    this.resumedDetached.clear();
     if (this.faults.length > 0) throw this.faults[0];
   }
 
@@ -160,7 +194,8 @@ export class Scheduler {
 
   private resume(actor: string, parked: Parked, choice: Choice<unknown>): void {
     this.parked.delete(actor);
-    this.running.add(actor);
+    if (this.detachedActors.has(actor)) this.resumedDetached.add(actor);
+    else this.running.add(actor);
     this.trails.get(actor)?.push(`${parked.label} -> ${choice.name}`);
     let value: unknown;
     try {
@@ -596,7 +631,8 @@ export interface Exploration {
 export interface ExploreOptions<R> {
   /** Stops with an error past this many states (a guard against a broken key). */
   maxStates?: number;
-  onTerminal?: (run: R) => void;
+  /** Awaited before the exploration goes on (it may drive the terminal run further). */
+  onTerminal?: (run: R, trace: readonly string[]) => void | Promise<void>;
 }
 
 /**
@@ -644,7 +680,7 @@ export async function explore<R extends ExplorableRun>(
     const moves = here.sched.moves();
     if (moves.length === 0) {
       result.terminals++;
-      options.onTerminal?.(here);
+      await options.onTerminal?.(here, prefix);
       continue;
     }
     for (const [i, id] of moves.entries()) {
