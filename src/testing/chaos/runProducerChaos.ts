@@ -48,7 +48,11 @@ export interface ProducerChaosOptions {
   checkHorizonMs?: number;
   /** Stop waiting for delivery after this long without progress. Default 120000. */
   settleTimeoutMs?: number;
-  /** The survivor's discard recovery horizon (see DiscardRecoveryOptions.horizonMs); default the producer's. */
+  /**
+   * The survivor's discard recovery horizon (see DiscardRecoveryOptions.horizonMs). Default
+   * checkHorizonMs + 5000: a half message the broker discarded (its checks went to killed or
+   * frozen processes) is republished within the run, not after the producer's default 20 min.
+   */
   recoveryHorizonMs?: number;
   /** Progress lines while it runs. */
   onProgress?: (line: string) => void;
@@ -122,9 +126,12 @@ interface Resolved {
   windowTimeoutMs: number;
   checkHorizonMs: number;
   settleTimeoutMs: number;
-  recoveryHorizonMs: number | undefined;
+  recoveryHorizonMs: number;
   log: (line: string) => void;
 }
+
+/** Default recovery horizon beyond the check horizon (a republish during the broker's checks is a duplicate). */
+const RECOVERY_MARGIN_MS = 5000;
 
 export function resolveProducerChaosOptions(input: unknown): Resolved {
   const o = requireObject('options', input);
@@ -132,6 +139,7 @@ export function resolveProducerChaosOptions(input: unknown): Resolved {
   if (o.onProgress !== undefined && typeof o.onProgress !== 'function') {
     throw new InvalidOptionError('onProgress', o.onProgress, 'a function');
   }
+  const checkHorizonMs = optionalInt('checkHorizonMs', o.checkHorizonMs, 20_000, 0, 86_400_000);
   return {
     module: resolveModulePath('module', o.module),
     endpoints: requireEndpoints(o.endpoints),
@@ -149,12 +157,15 @@ export function resolveProducerChaosOptions(input: unknown): Resolved {
     concurrency: optionalInt('concurrency', o.concurrency, 2, 1, 64),
     randomDelayMs: resolveDelay('randomDelayMs', o.randomDelayMs, [200, 2500]),
     windowTimeoutMs: optionalInt('windowTimeoutMs', o.windowTimeoutMs, 20_000, 100, 3_600_000),
-    checkHorizonMs: optionalInt('checkHorizonMs', o.checkHorizonMs, 20_000, 0, 86_400_000),
+    checkHorizonMs,
     settleTimeoutMs: optionalInt('settleTimeoutMs', o.settleTimeoutMs, 120_000, 1000, 86_400_000),
-    recoveryHorizonMs:
-      o.recoveryHorizonMs === undefined
-        ? undefined
-        : optionalInt('recoveryHorizonMs', o.recoveryHorizonMs, 0, 1000, 7 * 86_400_000),
+    recoveryHorizonMs: optionalInt(
+      'recoveryHorizonMs',
+      o.recoveryHorizonMs,
+      Math.max(1000, checkHorizonMs + RECOVERY_MARGIN_MS),
+      1000,
+      7 * 86_400_000,
+    ),
     log: (o.onProgress as ((line: string) => void) | undefined) ?? (() => undefined),
   };
 }
@@ -186,9 +197,10 @@ export async function runProducerChaos(options: ProducerChaosOptions): Promise<P
     topics: [o.topic],
     startTimeoutMs: 30_000,
     checkBack: { onResolved: (outcome) => outcomes.push(outcome) },
-    ...(o.recoveryHorizonMs !== undefined
-      ? { discardRecovery: { horizonMs: o.recoveryHorizonMs, intervalMs: 1000, leaseMs: 5000 } }
-      : {}),
+    // The broker discards a half message after its last check; checks sent to a killed or frozen
+    // process go unanswered, so a committed event can lose its half message. The survivor
+    // republishes it (same eventId) once the check horizon has passed, within the run.
+    discardRecovery: { horizonMs: o.recoveryHorizonMs, intervalMs: 1000, leaseMs: 5000 },
   });
   const owner = new Map<string, ProducerWindow>();
   const kills = new Map<ProducerWindow, { kills: number; reached: number; transactions: number }>(
