@@ -18,6 +18,7 @@ import { entryPoint, forkChild, kill, sleep, type Child } from './child';
 import type { ProducerChildConfig } from './producerChild';
 import { PRODUCER_WINDOWS, type ProducerWindow } from './protocol';
 import { resolveDelay, resolveWindows, schedule, type Round } from './schedule';
+import { tallyChaos, type ChaosWindowReport } from './tally';
 import { loadTarget, resolveModulePath, type ChaosProducerTarget } from './target';
 
 export interface ProducerChaosOptions {
@@ -58,24 +59,7 @@ export interface ProducerChaosOptions {
   onProgress?: (line: string) => void;
 }
 
-/** Figures of one window (or of all of them: window 'all'). */
-export interface ChaosWindowReport {
-  window: ProducerWindow | 'all';
-  kills: number;
-  /** Kills that happened inside the named window (random: every kill). */
-  reached: number;
-  transactions: number;
-  committedTransactions: number;
-  committedEvents: number;
-  /** Distinct committed events the raw consumer received. */
-  deliveredEvents: number;
-  /** Committed events never delivered. */
-  lost: number;
-  /** Delivered events whose transaction did not commit. */
-  phantom: number;
-  /** Deliveries beyond the first of an event (at-least-once). */
-  duplicates: number;
-}
+export type { ChaosWindowReport } from './tally';
 
 export interface ProducerChaosReport {
   ok: boolean;
@@ -319,78 +303,21 @@ async function summarize(
     (e) => e.eventId !== markerId,
   );
   const statuses = await txStatusesOf(dataSource, o.producerGroup);
-  const committedIds = new Set(committed.map((e) => e.eventId));
   const received = collector.received.filter(
     (m) =>
       m.properties[TX_ORIGIN_PROPERTY] === o.producerGroup && m.properties[EVENT_ID_PROPERTY] !== markerId,
   );
-  const rows = new Map<ProducerWindow, ChaosWindowReport>();
-  for (const [w, k] of kills) {
-    rows.set(w, {
-      window: w,
-      kills: k.kills,
-      reached: k.reached,
-      transactions: k.transactions,
-      committedTransactions: 0,
-      committedEvents: 0,
-      deliveredEvents: 0,
-      lost: 0,
-      phantom: 0,
-      duplicates: 0,
-    });
-  }
-  const rowOf = (txId: string | undefined) => rows.get(owner.get(txId ?? '') ?? o.windows[0]!)!;
-  for (const [txId, status] of statuses)
-    if (status === 'COMMITTED' && owner.has(txId)) rowOf(txId).committedTransactions++;
-  const copies = new Map<string, { txId: string | undefined; n: number }>();
-  for (const m of received) {
-    const id = m.properties[EVENT_ID_PROPERTY] ?? '';
-    const c = copies.get(id) ?? { txId: m.properties[TX_ID_PROPERTY], n: 0 };
-    c.n++;
-    copies.set(id, c);
-  }
-  for (const e of committed) {
-    const row = rowOf(e.txId);
-    row.committedEvents++;
-    if (copies.has(e.eventId)) row.deliveredEvents++;
-    else row.lost++;
-  }
-  for (const [id, c] of copies) {
-    const row = rowOf(c.txId);
-    row.duplicates += c.n - 1;
-    if (!committedIds.has(id)) row.phantom++;
-  }
-  const windows = [...rows.values()];
-  const total: ChaosWindowReport = windows.reduce(
-    (a, r) => ({
-      window: 'all',
-      kills: a.kills + r.kills,
-      reached: a.reached + r.reached,
-      transactions: a.transactions + r.transactions,
-      committedTransactions: a.committedTransactions + r.committedTransactions,
-      committedEvents: a.committedEvents + r.committedEvents,
-      deliveredEvents: a.deliveredEvents + r.deliveredEvents,
-      lost: a.lost + r.lost,
-      phantom: a.phantom + r.phantom,
-      duplicates: a.duplicates + r.duplicates,
-    }),
-    {
-      window: 'all',
-      kills: 0,
-      reached: 0,
-      transactions: 0,
-      committedTransactions: 0,
-      committedEvents: 0,
-      deliveredEvents: 0,
-      lost: 0,
-      phantom: 0,
-      duplicates: 0,
-    } as ChaosWindowReport,
-  );
-  const failures: string[] = [];
-  if (total.lost > 0) failures.push(`${total.lost} committed events were never delivered`);
-  if (total.phantom > 0) failures.push(`${total.phantom} delivered events never committed`);
-  if (total.committedEvents === 0) failures.push('no transaction committed: the run proves nothing');
+  const { windows, total, failures } = tallyChaos({
+    windows: o.windows,
+    kills,
+    owner,
+    statuses,
+    committed,
+    received: received.map((m) => ({
+      eventId: m.properties[EVENT_ID_PROPERTY] ?? '',
+      txId: m.properties[TX_ID_PROPERTY],
+    })),
+  });
   const survivorCheckBacks: Record<string, number> = {};
   for (const c of outcomes) survivorCheckBacks[c.decidedBy] = (survivorCheckBacks[c.decidedBy] ?? 0) + 1;
   return {
