@@ -79,7 +79,8 @@ export const chaosFlags = {
   'recovery-horizon': {
     type: 'string',
     value: '<duration>',
-    description: "the survivor's discard recovery horizon (default the producer's)",
+    description:
+      "the survivor's discard recovery horizon: republish committed events whose half message the broker discarded (default check horizon + 5s)",
   },
   ...JSON_FLAG,
   ...COMMON_FLAGS,

@@ -65,7 +65,13 @@ async function main(): Promise<void> {
           endTransaction: async (half, commit) => {
             if (commit && w === 'after-commit') hit('after-commit', half.messageId);
             // Left in doubt on purpose: the broker checks back, and this process dies answering.
-            if (commit && w === 'check-back') return;
+            // It must fail like a lost EndTransaction (ambiguous: nothing confirmed), not succeed:
+            // a silent success confirmed the events as SENT, so when the broker then discarded
+            // the half message (its checks sent to killed processes) discard recovery skipped it
+            // and the event was lost, a state no real producer reaches.
+            if (commit && w === 'check-back') {
+              throw new Error('rocketmq-tx chaos: EndTransaction(COMMIT) withheld (check-back window)');
+            }
             await real.endTransaction(half, commit);
           },
         };

@@ -18,6 +18,7 @@ import { entryPoint, forkChild, kill, sleep, type Child } from './child';
 import type { ProducerChildConfig } from './producerChild';
 import { PRODUCER_WINDOWS, type ProducerWindow } from './protocol';
 import { resolveDelay, resolveWindows, schedule, type Round } from './schedule';
+import { tallyChaos, type ChaosWindowReport } from './tally';
 import { loadTarget, resolveModulePath, type ChaosProducerTarget } from './target';
 
 export interface ProducerChaosOptions {
@@ -48,30 +49,17 @@ export interface ProducerChaosOptions {
   checkHorizonMs?: number;
   /** Stop waiting for delivery after this long without progress. Default 120000. */
   settleTimeoutMs?: number;
-  /** The survivor's discard recovery horizon (see DiscardRecoveryOptions.horizonMs); default the producer's. */
+  /**
+   * The survivor's discard recovery horizon (see DiscardRecoveryOptions.horizonMs). Default
+   * checkHorizonMs + 5000: a half message the broker discarded (its checks went to killed or
+   * frozen processes) is republished within the run, not after the producer's default 20 min.
+   */
   recoveryHorizonMs?: number;
   /** Progress lines while it runs. */
   onProgress?: (line: string) => void;
 }
 
-/** Figures of one window (or of all of them: window 'all'). */
-export interface ChaosWindowReport {
-  window: ProducerWindow | 'all';
-  kills: number;
-  /** Kills that happened inside the named window (random: every kill). */
-  reached: number;
-  transactions: number;
-  committedTransactions: number;
-  committedEvents: number;
-  /** Distinct committed events the raw consumer received. */
-  deliveredEvents: number;
-  /** Committed events never delivered. */
-  lost: number;
-  /** Delivered events whose transaction did not commit. */
-  phantom: number;
-  /** Deliveries beyond the first of an event (at-least-once). */
-  duplicates: number;
-}
+export type { ChaosWindowReport } from './tally';
 
 export interface ProducerChaosReport {
   ok: boolean;
@@ -122,9 +110,12 @@ interface Resolved {
   windowTimeoutMs: number;
   checkHorizonMs: number;
   settleTimeoutMs: number;
-  recoveryHorizonMs: number | undefined;
+  recoveryHorizonMs: number;
   log: (line: string) => void;
 }
+
+/** Default recovery horizon beyond the check horizon (a republish during the broker's checks is a duplicate). */
+const RECOVERY_MARGIN_MS = 5000;
 
 export function resolveProducerChaosOptions(input: unknown): Resolved {
   const o = requireObject('options', input);
@@ -132,6 +123,7 @@ export function resolveProducerChaosOptions(input: unknown): Resolved {
   if (o.onProgress !== undefined && typeof o.onProgress !== 'function') {
     throw new InvalidOptionError('onProgress', o.onProgress, 'a function');
   }
+  const checkHorizonMs = optionalInt('checkHorizonMs', o.checkHorizonMs, 20_000, 0, 86_400_000);
   return {
     module: resolveModulePath('module', o.module),
     endpoints: requireEndpoints(o.endpoints),
@@ -149,12 +141,15 @@ export function resolveProducerChaosOptions(input: unknown): Resolved {
     concurrency: optionalInt('concurrency', o.concurrency, 2, 1, 64),
     randomDelayMs: resolveDelay('randomDelayMs', o.randomDelayMs, [200, 2500]),
     windowTimeoutMs: optionalInt('windowTimeoutMs', o.windowTimeoutMs, 20_000, 100, 3_600_000),
-    checkHorizonMs: optionalInt('checkHorizonMs', o.checkHorizonMs, 20_000, 0, 86_400_000),
+    checkHorizonMs,
     settleTimeoutMs: optionalInt('settleTimeoutMs', o.settleTimeoutMs, 120_000, 1000, 86_400_000),
-    recoveryHorizonMs:
-      o.recoveryHorizonMs === undefined
-        ? undefined
-        : optionalInt('recoveryHorizonMs', o.recoveryHorizonMs, 0, 1000, 7 * 86_400_000),
+    recoveryHorizonMs: optionalInt(
+      'recoveryHorizonMs',
+      o.recoveryHorizonMs,
+      Math.max(1000, checkHorizonMs + RECOVERY_MARGIN_MS),
+      1000,
+      7 * 86_400_000,
+    ),
     log: (o.onProgress as ((line: string) => void) | undefined) ?? (() => undefined),
   };
 }
@@ -186,9 +181,10 @@ export async function runProducerChaos(options: ProducerChaosOptions): Promise<P
     topics: [o.topic],
     startTimeoutMs: 30_000,
     checkBack: { onResolved: (outcome) => outcomes.push(outcome) },
-    ...(o.recoveryHorizonMs !== undefined
-      ? { discardRecovery: { horizonMs: o.recoveryHorizonMs, intervalMs: 1000, leaseMs: 5000 } }
-      : {}),
+    // The broker discards a half message after its last check; checks sent to a killed or frozen
+    // process go unanswered, so a committed event can lose its half message. The survivor
+    // republishes it (same eventId) once the check horizon has passed, within the run.
+    discardRecovery: { horizonMs: o.recoveryHorizonMs, intervalMs: 1000, leaseMs: 5000 },
   });
   const owner = new Map<string, ProducerWindow>();
   const kills = new Map<ProducerWindow, { kills: number; reached: number; transactions: number }>(
@@ -307,78 +303,21 @@ async function summarize(
     (e) => e.eventId !== markerId,
   );
   const statuses = await txStatusesOf(dataSource, o.producerGroup);
-  const committedIds = new Set(committed.map((e) => e.eventId));
   const received = collector.received.filter(
     (m) =>
       m.properties[TX_ORIGIN_PROPERTY] === o.producerGroup && m.properties[EVENT_ID_PROPERTY] !== markerId,
   );
-  const rows = new Map<ProducerWindow, ChaosWindowReport>();
-  for (const [w, k] of kills) {
-    rows.set(w, {
-      window: w,
-      kills: k.kills,
-      reached: k.reached,
-      transactions: k.transactions,
-      committedTransactions: 0,
-      committedEvents: 0,
-      deliveredEvents: 0,
-      lost: 0,
-      phantom: 0,
-      duplicates: 0,
-    });
-  }
-  const rowOf = (txId: string | undefined) => rows.get(owner.get(txId ?? '') ?? o.windows[0]!)!;
-  for (const [txId, status] of statuses)
-    if (status === 'COMMITTED' && owner.has(txId)) rowOf(txId).committedTransactions++;
-  const copies = new Map<string, { txId: string | undefined; n: number }>();
-  for (const m of received) {
-    const id = m.properties[EVENT_ID_PROPERTY] ?? '';
-    const c = copies.get(id) ?? { txId: m.properties[TX_ID_PROPERTY], n: 0 };
-    c.n++;
-    copies.set(id, c);
-  }
-  for (const e of committed) {
-    const row = rowOf(e.txId);
-    row.committedEvents++;
-    if (copies.has(e.eventId)) row.deliveredEvents++;
-    else row.lost++;
-  }
-  for (const [id, c] of copies) {
-    const row = rowOf(c.txId);
-    row.duplicates += c.n - 1;
-    if (!committedIds.has(id)) row.phantom++;
-  }
-  const windows = [...rows.values()];
-  const total: ChaosWindowReport = windows.reduce(
-    (a, r) => ({
-      window: 'all',
-      kills: a.kills + r.kills,
-      reached: a.reached + r.reached,
-      transactions: a.transactions + r.transactions,
-      committedTransactions: a.committedTransactions + r.committedTransactions,
-      committedEvents: a.committedEvents + r.committedEvents,
-      deliveredEvents: a.deliveredEvents + r.deliveredEvents,
-      lost: a.lost + r.lost,
-      phantom: a.phantom + r.phantom,
-      duplicates: a.duplicates + r.duplicates,
-    }),
-    {
-      window: 'all',
-      kills: 0,
-      reached: 0,
-      transactions: 0,
-      committedTransactions: 0,
-      committedEvents: 0,
-      deliveredEvents: 0,
-      lost: 0,
-      phantom: 0,
-      duplicates: 0,
-    } as ChaosWindowReport,
-  );
-  const failures: string[] = [];
-  if (total.lost > 0) failures.push(`${total.lost} committed events were never delivered`);
-  if (total.phantom > 0) failures.push(`${total.phantom} delivered events never committed`);
-  if (total.committedEvents === 0) failures.push('no transaction committed: the run proves nothing');
+  const { windows, total, failures } = tallyChaos({
+    windows: o.windows,
+    kills,
+    owner,
+    statuses,
+    committed,
+    received: received.map((m) => ({
+      eventId: m.properties[EVENT_ID_PROPERTY] ?? '',
+      txId: m.properties[TX_ID_PROPERTY],
+    })),
+  });
   const survivorCheckBacks: Record<string, number> = {};
   for (const c of outcomes) survivorCheckBacks[c.decidedBy] = (survivorCheckBacks[c.decidedBy] ?? 0) + 1;
   return {
