@@ -3,6 +3,7 @@ import type { Endpoints, MessageView } from 'rocketmq-client-nodejs';
 import {
   Permission,
   TransactionResolution as ProtoResolution,
+  TransactionSource,
 } from 'rocketmq-client-nodejs/proto/apache/rocketmq/v2/definition_pb';
 import { BrokerUnavailableError } from '../errors';
 import {
@@ -57,6 +58,11 @@ interface ClientHalf extends HalfMessage {
 export class RocketMqGateway implements BrokerGateway {
   private readonly producer: Producer;
   private readonly routeViews = new WeakMap<CachedRoute, RouteQueue[]>();
+  /** Check-back answers decided, waiting for the client's EndTransaction (keyed by its view). */
+  private readonly answers = new WeakMap<
+    object,
+    { message: CheckBackMessage; answer: TransactionResolution }
+  >();
 
   constructor(
     private readonly config: GatewayConfig,
@@ -77,10 +83,13 @@ export class RocketMqGateway implements BrokerGateway {
       checker: {
         check: async (view: MessageView) => {
           if (!onCheckBack) return ProtoResolution.TRANSACTION_RESOLUTION_UNSPECIFIED;
-          const answer = await onCheckBack(toCheckBackMessage(view)).catch((err: unknown) => {
+          const message = toCheckBackMessage(view);
+          const answer = await onCheckBack(message).catch((err: unknown) => {
             this.logger.error({ ...errorFields(err), messageId: view.messageId }, 'check-back handler threw');
             return TransactionResolution.UNKNOWN;
           });
+          // The client sends the answer right after this returns, with this same view.
+          if (answer !== TransactionResolution.UNKNOWN) this.answers.set(view, { message, answer });
           return toProto(answer);
         },
       },
@@ -199,6 +208,34 @@ export class RocketMqGateway implements BrokerGateway {
    * message throws there and becomes an unhandled rejection that can kill the process.
    */
   private guardRecoverCommand(): void {
+    // The answer counts as given only once its EndTransaction returned OK: a COMMIT decided and
+    // then lost (the call failed, the process died) must not confirm the event, or discard
+    // recovery would skip it after the broker drops the half message.
+    const client = this.producer as unknown as {
+      endTransaction(
+        endpoints: unknown,
+        message: object,
+        messageId: string,
+        transactionId: string,
+        resolution: ProtoResolution,
+        source?: TransactionSource,
+      ): Promise<void>;
+    };
+    const end = client.endTransaction.bind(this.producer);
+    const sent = this.config.onCheckBackAnswerSent;
+    client.endTransaction = async (endpoints, message, messageId, transactionId, resolution, source) => {
+      await end(endpoints, message, messageId, transactionId, resolution, source);
+      if (source !== TransactionSource.SOURCE_SERVER_CHECK) return;
+      const given = this.answers.get(message);
+      this.answers.delete(message);
+      if (given && sent) {
+        try {
+          sent(given.message, given.answer);
+        } catch (err) {
+          this.logger.warn(errorFields(err), 'check-back answer hook threw; ignored');
+        }
+      }
+    };
     const original = this.producer.onRecoverOrphanedTransactionCommand.bind(this.producer);
     this.producer.onRecoverOrphanedTransactionCommand = async (endpoints, command) => {
       try {

@@ -24,6 +24,11 @@ export interface HalfMessage {
 export type BrokerTransport = 'official' | 'lean';
 
 export type CheckBackHandler = (message: CheckBackMessage) => Promise<TransactionResolution>;
+/**
+ * Called once the answer to a check-back reached the proxy (its EndTransaction returned OK), never
+ * for an answer that was not sent or failed: the "COMMIT answered -> confirm" step hangs on it.
+ */
+export type CheckBackAnswerSent = (message: CheckBackMessage, resolution: TransactionResolution) => void;
 
 /**
  * The port between the SDK and a RocketMQ client. Only src/broker/ implements it, so the
@@ -49,6 +54,7 @@ export interface GatewayConfig {
   startTimeoutMs: number;
   shutdownTimeoutMs: number;
   onCheckBack?: CheckBackHandler;
+  onCheckBackAnswerSent?: CheckBackAnswerSent;
   /** Default 'official'. */
   transport?: BrokerTransport;
 }
@@ -68,7 +74,11 @@ export interface ClientConnection {
   transport?: BrokerTransport;
 }
 
-export function gatewayConfig(o: ClientConnection, onCheckBack?: CheckBackHandler): GatewayConfig {
+export function gatewayConfig(
+  o: ClientConnection,
+  onCheckBack?: CheckBackHandler,
+  onCheckBackAnswerSent?: CheckBackAnswerSent,
+): GatewayConfig {
   return {
     endpoints: o.endpoints,
     namespace: o.namespace,
@@ -80,6 +90,7 @@ export function gatewayConfig(o: ClientConnection, onCheckBack?: CheckBackHandle
     startTimeoutMs: o.startTimeoutMs,
     shutdownTimeoutMs: o.shutdownTimeoutMs,
     ...(onCheckBack ? { onCheckBack } : {}),
+    ...(onCheckBackAnswerSent ? { onCheckBackAnswerSent } : {}),
     ...(o.transport ? { transport: o.transport } : {}),
   };
 }

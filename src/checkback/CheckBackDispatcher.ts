@@ -70,11 +70,6 @@ export class CheckBackDispatcher {
   async handle(message: CheckBackMessage): Promise<TransactionResolution> {
     const started = Date.now();
     const { resolution: answer, decidedBy } = await this.decide(message);
-    try {
-      this.options.builtIn.answered?.(message, answer);
-    } catch (err) {
-      this.options.logger.warn(errorFields(err), 'check-back confirmation failed; ignored');
-    }
     const listener = this.options.onResolved;
     if (listener) {
       try {
@@ -91,6 +86,18 @@ export class CheckBackDispatcher {
       }
     }
     return answer;
+  }
+
+  /**
+   * The answer to `message` reached the proxy (the gateway calls this after EndTransaction
+   * returned OK): only now does a COMMIT confirm the event.
+   */
+  answerSent(message: CheckBackMessage, resolution: TransactionResolution): void {
+    try {
+      this.options.builtIn.answered?.(message, resolution);
+    } catch (err) {
+      this.options.logger.warn(errorFields(err), 'check-back confirmation failed; ignored');
+    }
   }
 
   private async decide(message: CheckBackMessage): Promise<DecidedResolution> {

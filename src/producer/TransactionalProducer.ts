@@ -182,7 +182,11 @@ export class TransactionalProducer {
       maxQueued: o.checkBack.maxQueued,
       logger: o.logger,
     });
-    const config = gatewayConfig(o, (message) => this.dispatcher.handle(message));
+    const config = gatewayConfig(
+      o,
+      (message) => this.dispatcher.handle(message),
+      (message, resolution) => this.dispatcher.answerSent(message, resolution),
+    );
     this.gateway = (internals.gateway ?? createGateway)(config, o.logger);
     this.confirmations = new ConfirmationBatcher((ids) => this.store.markConfirmed(ids), o.logger);
     const outbox = this.outbox;

@@ -80,12 +80,15 @@ export class OutboxRelay {
     // A COMMIT answer confirms the event, as a producer's does, so it is not republished later.
     const reader = internals.txStatus ?? stores.txRecords;
     this.confirmations = new ConfirmationBatcher((ids) => this.store.markConfirmed(ids), o.logger);
-    const config = gatewayConfig(o, async (message) => {
-      const answer = await answerFromRecord(reader, message, this.logger);
-      const eventId = message.properties[EVENT_ID_PROPERTY];
-      if (answer === TransactionResolution.COMMIT && eventId) this.confirmations.add(eventId);
-      return answer;
-    });
+    // Confirmed once the COMMIT answer reached the proxy (EndTransaction returned OK), not before.
+    const config = gatewayConfig(
+      o,
+      (message) => answerFromRecord(reader, message, this.logger),
+      (message, answer) => {
+        const eventId = message.properties[EVENT_ID_PROPERTY];
+        if (answer === TransactionResolution.COMMIT && eventId) this.confirmations.add(eventId);
+      },
+    );
     this.gateway = (internals.gateway ?? ((c, l) => new RocketMqGateway(c, l)))(config, o.logger);
     this.lifecycle = new Lifecycle(
       { component: 'relay', name: 'OutboxRelay', shutdownTimeoutMs: o.shutdownTimeoutMs, logger: o.logger },

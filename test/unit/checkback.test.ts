@@ -291,9 +291,19 @@ describe('CheckBackDispatcher', () => {
     );
     const committer = { resolve: async () => TransactionResolution.COMMIT };
     const withEvent = msg({ properties: { EVENT_ID: EVENT } });
-    await make({ builtIn: fence }).handle(withEvent);
-    await make({ builtIn: fence, resolver: committer, resolverScope: 'all' }).handle(withEvent);
-    await make({ builtIn: fence, resolver: user, resolverScope: 'all' }).handle(withEvent);
+    // Deciding is not answering: nothing is confirmed until the answer reached the proxy
+    // (answerSent, called by the gateway after EndTransaction returned OK).
+    for (const d of [
+      make({ builtIn: fence }),
+      make({ builtIn: fence, resolver: committer, resolverScope: 'all' }),
+      make({ builtIn: fence, resolver: user, resolverScope: 'all' }),
+    ]) {
+      const before = confirmed.length;
+      const answer = await d.handle(withEvent);
+      expect(confirmed).toHaveLength(before);
+      d.answerSent(withEvent, answer);
+      expect(confirmed.length - before).toBe(answer === TransactionResolution.COMMIT ? 1 : 0);
+    }
     expect(confirmed).toEqual([EVENT, EVENT]);
   });
 
