@@ -44,7 +44,7 @@ export async function checkDeployment(o: DemoDoctorOptions): Promise<DoctorRepor
   }
 }
 
-/** One line per check that is not a plain pass. */
+/** One line per check that is not a plain pass (warnings and failures with their advice, then skips). */
 export function formatDoctor(report: DoctorReport): string[] {
   const n = report.counts;
   return [
@@ -52,5 +52,6 @@ export function formatDoctor(report: DoctorReport): string[] {
     ...report.checks
       .filter((c) => c.status === 'warn' || c.status === 'fail')
       .map((c) => `  ${c.status.toUpperCase()} ${c.id}: ${c.value} (${c.threshold}) - ${c.advice}`),
+    ...report.checks.filter((c) => c.status === 'skip').map((c) => `  SKIP ${c.id}: ${c.value}`),
   ];
 }

@@ -78,7 +78,10 @@ export function pgLockTimeoutCheck(lockTimeoutMs: number | null, o: ResolvedDoct
   });
 }
 
-/** The server's innodb_lock_wait_timeout (what business transactions get) against the broker's horizon. */
+/**
+ * innodb_lock_wait_timeout of a connection from the DataSource (what business transactions get:
+ * the server's default, or what the pool sets per connection) against the broker's horizon.
+ */
 export function lockWaitCheck(lockWaitSeconds: number, o: ResolvedDoctorOptions): DoctorCheck {
   const fenceSeconds = Math.max(1, Math.ceil(o.lockWaitTimeoutMs / 1000));
   const value =
@@ -93,7 +96,8 @@ export function lockWaitCheck(lockWaitSeconds: number, o: ResolvedDoctorOptions)
     advice:
       'a business transaction that waits this long on a lock keeps its tx_record row uncommitted past the ' +
       "broker's last check-back: the half message is discarded and the event waits for the discard " +
-      'horizon; lower innodb_lock_wait_timeout (e.g. 10) or keep transactions short',
+      'horizon; lower innodb_lock_wait_timeout (e.g. 10: SET GLOBAL, or SET SESSION on each connection of ' +
+      'your pool) or keep transactions short',
   });
 }
 

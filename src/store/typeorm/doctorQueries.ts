@@ -95,7 +95,9 @@ const MYSQL: DoctorSql = {
     throw new Error('neither transaction_isolation nor tx_isolation could be read');
   },
   async lockWait(ds) {
-    const r = await first<{ v: unknown }>(ds.query('SELECT @@GLOBAL.innodb_lock_wait_timeout AS v'));
+    // The session value of one of the DataSource's pooled connections: the server's default, or
+    // what the application's pool sets on each connection (what its transactions really get).
+    const r = await first<{ v: unknown }>(ds.query('SELECT @@SESSION.innodb_lock_wait_timeout AS v'));
     return { name: 'innodb_lock_wait_timeout', ms: Number(r?.v) * 1000 };
   },
   async oldestSentAgeUs(ds) {
@@ -181,7 +183,8 @@ const POSTGRES: DoctorSql = {
     return String(r.v);
   },
   async lockWait(ds) {
-    // pg_settings gives lock_timeout in ms; 0 disables it (a lock wait has no bound).
+    // pg_settings gives the session's lock_timeout in ms (the role's, database's or connection's
+    // setting, else the server's); 0 disables it (a lock wait has no bound).
     const r = await first<{ v: unknown }>(
       ds.query("SELECT setting AS v FROM pg_settings WHERE name = 'lock_timeout'"),
     );
