@@ -515,7 +515,7 @@ async function main(): Promise<void> {
   log(`relay and consumer: ${s.relayN} events`);
   let relay: RelayConsumerReport | undefined;
   try {
-    relay = await relayConsumerPhase(ds, TOPICS.normal, runId, s.relayN, 120_000);
+    relay = await relayConsumerPhase(ds, TOPICS.normal, runId, s.relayN, 120_000, s.lean);
     log('  relay and consumer done');
   } catch (err) {
     log(`  relay/consumer phase failed: ${String(err)}`);
@@ -874,7 +874,10 @@ function renderMarkdown(r: Report, columns: Column[], s: Settings): string {
     const x = r.relay;
     out.push(
       `Relay: ${x.events} NEW outbox rows delivered at ${fmt(x.relay.eventsPerSec, 0)} events/s (batch ${x.relay.batchSize}) vs raw sends of as many messages` +
-        ` ${fmt(x.rawSend.eventsPerSec, 0)} events/s (${x.rawSend.concurrency} in flight): ${fmt(x.relayOverRawSend, 2)}x.` +
+        ` ${fmt(x.rawSend.eventsPerSec, 0)} events/s (${x.rawSend.concurrency} in flight): ${fmt(x.relayOverRawSend, 2)}x` +
+        (x.relayLean && x.relayLeanOverRawSend !== undefined
+          ? `; the relay with transport 'lean' ${fmt(x.relayLean.eventsPerSec, 0)} events/s: ${fmt(x.relayLeanOverRawSend, 2)}x.`
+          : '.') +
         ` Consumer: IdempotentConsumer (concurrency ${x.idempotentConsumer.concurrency}) ${fmt(x.idempotentConsumer.eventsPerSec, 0)} events/s vs raw SimpleConsumer` +
         ` ${fmt(x.rawConsumer.eventsPerSec, 0)} events/s: ${fmt(x.idempotentOverRaw, 2)}x.`,
       '',

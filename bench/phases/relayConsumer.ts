@@ -11,9 +11,21 @@ import { startClient } from '../../src/broker/startup';
 import { Collector } from '../lib/collector';
 import { ENDPOINTS, GROUPS, quietLogger, sleep } from '../lib/env';
 
+interface RelayRun {
+  elapsedMs: number;
+  eventsPerSec: number;
+  batchSize: number;
+  sent: number;
+  failed: number;
+}
+
 export interface RelayConsumerReport {
   events: number;
-  relay: { elapsedMs: number; eventsPerSec: number; batchSize: number; sent: number; failed: number };
+  /** OutboxRelay over the official client. */
+  relay: RelayRun;
+  /** OutboxRelay with transport 'lean' (when the bench runs the lean columns). */
+  relayLean?: RelayRun;
+  relayLeanOverRawSend?: number;
   rawSend: { elapsedMs: number; eventsPerSec: number; concurrency: number; errors: number };
   relayOverRawSend: number;
   rawConsumer: { elapsedMs: number; eventsPerSec: number; received: number };
@@ -27,6 +39,8 @@ const BenchEvent = defineEvent<{ key: string }>({
   aggregateType: 'BenchAggregate',
 });
 
+const rate = (count: number, ms: number): number => (count * 1000) / ms;
+
 async function until(cond: () => boolean, timeoutMs: number): Promise<void> {
   const deadline = Date.now() + timeoutMs;
   while (!cond() && Date.now() < deadline) await sleep(20);
@@ -38,6 +52,7 @@ export async function relayConsumerPhase(
   tag: string,
   n: number,
   timeoutMs: number,
+  withLean: boolean,
 ): Promise<RelayConsumerReport> {
   const relayTag = `${tag}R`;
   const rawGroup = `rmqtx_bench_raw_consumer_${tag}`;
@@ -65,53 +80,74 @@ export async function relayConsumerPhase(
   await sleep(6000);
   await register.shutdown();
 
-  // NEW outbox rows, written by transact in outbox delivery.
-  const producer = new TransactionalProducer({
-    endpoints: ENDPOINTS,
-    dataSource: ds,
-    producerGroup: GROUPS.relay,
-    topics: [topic],
-    delivery: 'outbox',
-    startTimeoutMs: 30_000,
-  });
-  await producer.start();
-  const keys: string[] = [];
-  let next = 0;
-  await Promise.all(
-    Array.from({ length: 16 }, async () => {
-      while (next < n) {
-        const key = `${tag}-ev${next++}`;
-        await producer.transact(
-          {
-            topic,
-            tag: relayTag,
-            keys: [key],
-            event: BenchEvent.create({ aggregateId: key, aggregateVersion: 1, data: { key } }),
-          },
-          async () => undefined,
-        );
-        keys.push(key);
-      }
-    }),
-  );
-  await producer.shutdown();
+  // NEW outbox rows, written by transact in outbox delivery (16 at a time); resolves with their keys.
+  const writeNewRows = async (rowTag: string, prefix: string): Promise<string[]> => {
+    const producer = new TransactionalProducer({
+      endpoints: ENDPOINTS,
+      dataSource: ds,
+      producerGroup: GROUPS.relay,
+      topics: [topic],
+      delivery: 'outbox',
+      startTimeoutMs: 30_000,
+    });
+    await producer.start();
+    const written: string[] = [];
+    let next = 0;
+    await Promise.all(
+      Array.from({ length: 16 }, async () => {
+        while (next < n) {
+          const key = `${tag}-${prefix}${next++}`;
+          await producer.transact(
+            {
+              topic,
+              tag: rowTag,
+              keys: [key],
+              event: BenchEvent.create({ aggregateId: key, aggregateVersion: 1, data: { key } }),
+            },
+            async () => undefined,
+          );
+          written.push(key);
+        }
+      }),
+    );
+    await producer.shutdown();
+    return written;
+  };
 
   const batchSize = 100;
-  const relay = new OutboxRelay({
-    endpoints: ENDPOINTS,
-    dataSource: ds,
-    topics: [topic],
-    batchSize,
-    pollIntervalMs: 20,
-    reconcileDiscarded: false,
-    startTimeoutMs: 30_000,
-  });
-  await relay.start();
-  const r0 = performance.now();
-  await until(() => relay.stats.sent + relay.stats.dead >= n, timeoutMs);
-  const relayMs = performance.now() - r0;
-  const relayStats = { ...relay.stats };
-  await relay.shutdown();
+  // An OutboxRelay over the given transport draining the n NEW rows just written.
+  const drainWithRelay = async (transport: 'official' | 'lean'): Promise<RelayRun> => {
+    const relay = new OutboxRelay({
+      endpoints: ENDPOINTS,
+      dataSource: ds,
+      topics: [topic],
+      batchSize,
+      pollIntervalMs: 20,
+      reconcileDiscarded: false,
+      startTimeoutMs: 30_000,
+      transport,
+    });
+    await relay.start();
+    const r0 = performance.now();
+    await until(() => relay.stats.sent + relay.stats.dead >= n, timeoutMs);
+    const elapsedMs = performance.now() - r0;
+    const stats = { ...relay.stats };
+    await relay.shutdown();
+    return {
+      elapsedMs,
+      eventsPerSec: rate(stats.sent, elapsedMs),
+      batchSize,
+      sent: stats.sent,
+      failed: stats.failed,
+    };
+  };
+
+  const keys = await writeNewRows(relayTag, 'ev');
+  const relay = await drainWithRelay('official');
+  // The same over the lean transport, on rows of another tag (the consumers below do not see them).
+  const relayLean = withLean
+    ? (await writeNewRows(`${tag}L`, 'lv'), await drainWithRelay('lean'))
+    : undefined;
 
   // The same number of normal messages with the raw client, as many in flight as a relay batch.
   const raw = new Producer({
@@ -164,18 +200,13 @@ export async function relayConsumerPhase(
   const idemMs = performance.now() - i0;
   await consumer.shutdown();
 
-  const rate = (count: number, ms: number) => (count * 1000) / ms;
+  const rawSendRate = rate(sent, rawSendMs);
   return {
     events: n,
-    relay: {
-      elapsedMs: relayMs,
-      eventsPerSec: rate(relayStats.sent, relayMs),
-      batchSize,
-      sent: relayStats.sent,
-      failed: relayStats.failed,
-    },
-    rawSend: { elapsedMs: rawSendMs, eventsPerSec: rate(sent, rawSendMs), concurrency: batchSize, errors },
-    relayOverRawSend: rate(relayStats.sent, relayMs) / rate(sent, rawSendMs),
+    relay,
+    ...(relayLean ? { relayLean, relayLeanOverRawSend: relayLean.eventsPerSec / rawSendRate } : {}),
+    rawSend: { elapsedMs: rawSendMs, eventsPerSec: rawSendRate, concurrency: batchSize, errors },
+    relayOverRawSend: relay.eventsPerSec / rawSendRate,
     rawConsumer: {
       elapsedMs: rawConsumeMs,
       eventsPerSec: rate(drained.received, rawConsumeMs),

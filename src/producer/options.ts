@@ -3,6 +3,7 @@ import {
   RESOURCE_NAME_RE,
   requireResourceName,
   resolveConnection,
+  resolveTransport,
   type ConnectionOptions,
   type ResolvedConnection,
 } from '../util/clientOptions';
@@ -200,14 +201,6 @@ export function resolveProducerOptions(input: unknown): ResolvedProducerOptions 
     transport: resolveTransport(o.transport),
     ...(o.onOutcome ? { onOutcome: o.onOutcome as (outcome: TransactionOutcome) => void } : {}),
   };
-}
-
-function resolveTransport(value: unknown): BrokerTransport {
-  if (value === undefined) return 'official';
-  if (value !== 'official' && value !== 'lean') {
-    throw new InvalidOptionError('transport', value, '"official" or "lean"');
-  }
-  return value;
 }
 
 function resolveDiscardRecovery(value: unknown): DiscardRecoverySettings | null {

@@ -1,7 +1,7 @@
 import { notInitialized } from '../util/clientOptions';
 import { Lifecycle, callHook } from '../lifecycle/Lifecycle';
 import { gatewayConfig, type BrokerGateway, type GatewayConfig } from '../broker/gateway';
-import { RocketMqGateway } from '../broker/RocketMqGateway';
+import { createGateway } from '../broker/createGateway';
 import type { ClaimedOutboxEvent, OutboxStore, TxStatusReader } from '../store/ports';
 import { answerFromRecord } from './readOnlyCheckBack';
 import { ConfirmationBatcher } from '../util/ConfirmationBatcher';
@@ -89,7 +89,7 @@ export class OutboxRelay {
         if (answer === TransactionResolution.COMMIT && eventId) this.confirmations.add(eventId);
       },
     );
-    this.gateway = (internals.gateway ?? ((c, l) => new RocketMqGateway(c, l)))(config, o.logger);
+    this.gateway = (internals.gateway ?? createGateway)(config, o.logger);
     this.lifecycle = new Lifecycle(
       { component: 'relay', name: 'OutboxRelay', shutdownTimeoutMs: o.shutdownTimeoutMs, logger: o.logger },
       {

@@ -2,6 +2,7 @@ import {
   CONNECTION_OPTION_KEYS,
   RESOURCE_NAME_RE,
   resolveConnection,
+  resolveTransport,
   type ConnectionOptions,
   type ResolvedConnection,
 } from '../util/clientOptions';
@@ -15,6 +16,7 @@ import {
   requireObject,
   requireString,
 } from '../util/validate';
+import type { BrokerTransport } from '../broker/gateway';
 import type { BackoffPolicy } from './backoff';
 import type { RelayOutcome } from './outcome';
 
@@ -57,6 +59,12 @@ export interface OutboxRelayOptions extends ConnectionOptions {
   reconcileIntervalMs?: number;
   /** Run the discard reconciliation at all. Default true. */
   reconcileDiscarded?: boolean;
+  /**
+   * How the relay's sends reach the proxy: `'official'` (default, rocketmq-client-nodejs) or
+   * `'lean'` (SendMessage and EndTransaction over the SDK's own HTTP/2 channel; the official client
+   * keeps start-up, routes, heartbeats and check-backs). As the producer's; docs/lean-transport.md.
+   */
+  transport?: BrokerTransport;
   /** Called after each delivery attempt (sent, retry, dead). Must not throw; errors are logged. */
   onOutcome?: (outcome: RelayOutcome) => void;
 }
@@ -74,6 +82,7 @@ export interface ResolvedRelayOptions extends ResolvedConnection {
   discardHorizonMs: number;
   reconcileIntervalMs: number;
   reconcileDiscarded: boolean;
+  transport: BrokerTransport;
   onOutcome?: (outcome: RelayOutcome) => void;
 }
 
@@ -92,6 +101,7 @@ const KNOWN = [
   'discardHorizonMs',
   'reconcileIntervalMs',
   'reconcileDiscarded',
+  'transport',
   'onOutcome',
 ] as const;
 const HOUR = 3_600_000;
@@ -156,6 +166,7 @@ export function resolveRelayOptions(input: unknown): ResolvedRelayOptions {
     discardHorizonMs: optionalInt('discardHorizonMs', o.discardHorizonMs, 20 * 60_000, 1000, 7 * 24 * HOUR),
     reconcileIntervalMs: optionalInt('reconcileIntervalMs', o.reconcileIntervalMs, 10_000, 100, HOUR),
     reconcileDiscarded: optionalBoolean('reconcileDiscarded', o.reconcileDiscarded, true),
+    transport: resolveTransport(o.transport),
     ...(o.onOutcome ? { onOutcome: o.onOutcome as (outcome: RelayOutcome) => void } : {}),
   };
 }

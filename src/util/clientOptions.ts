@@ -1,6 +1,7 @@
 import { readFileSync } from 'node:fs';
 import { X509Certificate } from 'node:crypto';
 import type { DataSource } from 'typeorm';
+import type { BrokerTransport } from '../broker/gateway';
 import { InvalidOptionError, StoreError } from '../errors';
 import { noopLogger, type Logger } from './logger';
 import {
@@ -271,3 +272,12 @@ export const BROKER_CONNECTION_OPTION_KEYS = [
   'sslEnabled',
   'requestTimeoutMs',
 ] as const satisfies ReadonlyArray<keyof BrokerConnectionOptions>;
+
+/** The `transport` option of the producer and the relay: 'official' (default) or 'lean'. */
+export function resolveTransport(value: unknown): BrokerTransport {
+  if (value === undefined) return 'official';
+  if (value !== 'official' && value !== 'lean') {
+    throw new InvalidOptionError('transport', value, '"official" or "lean"');
+  }
+  return value;
+}

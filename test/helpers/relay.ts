@@ -1,6 +1,6 @@
 import type { DataSource } from 'typeorm';
 import { OutboxRelay, type OutboxRelayOptions } from '../../src';
-import { RocketMqGateway } from '../../src/broker/RocketMqGateway';
+import { createGateway } from '../../src/broker/createGateway';
 import type { BrokerGateway, OutgoingMessage } from '../../src/broker/gateway';
 import { ENDPOINTS } from './env';
 import { sql } from './db';
@@ -24,7 +24,7 @@ export function makeRelay(
     {
       ...(interceptors.checkBackUnknown ? { txStatus: { readStatus: async () => undefined } } : {}),
       gateway: (config, logger) => {
-        const real = new RocketMqGateway(config, logger);
+        const real = createGateway(config, logger);
         const record = (m: OutgoingMessage) => sentEventIds.push(m.properties.EVENT_ID ?? '');
         const wrapped: BrokerGateway = {
           start: () => real.start(),

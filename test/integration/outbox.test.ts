@@ -1,8 +1,9 @@
 import type { DataSource } from 'typeorm';
 import { OutboxRelay, TransactionalProducer, TypeOrmOutboxStore, uuidv7 } from '../../src';
+import { LeanGateway } from '../../src/broker/lean/LeanGateway';
 import { Collector } from '../helpers/collector';
 import { ensureSchema, openDataSource, sql } from '../helpers/db';
-import { waitFor } from '../helpers/env';
+import { ENDPOINTS, waitFor } from '../helpers/env';
 import { makeProducer } from '../helpers/producer';
 import { countByStatus, makeRelay, outboxRow } from '../helpers/relay';
 
@@ -92,6 +93,56 @@ describe('outbox_event rows and the OutboxRelay against the real broker and Mari
     expect(msg).toMatchObject({ tag: 'outbox', body: '{"i":0}' });
     expect(msg.keys[0]).toBe(results[0]!.eventIds[0]);
     expect(msg.properties.TX_ID).toBe(results[0]!.txId);
+  });
+
+  it("transport 'lean': the relay delivers NEW rows to a normal and a TRANSACTION topic with the same eventId", async () => {
+    await Promise.all(relays.splice(0).map((r) => r.shutdown()));
+    const results = [];
+    for (let i = 0; i < 4; i++) {
+      results.push(
+        await producer.transact(
+          [
+            { topic: NORMAL, tag: 'outbox-lean', body: { lean: i } },
+            { topic: TX_TOPIC, body: { lean: i } },
+          ],
+          async (m, c) => {
+            await m.query(sql('INSERT INTO test_order (id) VALUES (?)'), [c.txId]);
+          },
+        ),
+      );
+    }
+    const ids = results.flatMap((r) => r.eventIds);
+    expect(await countByStatus(ds, ids, 'NEW')).toBe(ids.length);
+    const leanSend = jest.spyOn(LeanGateway.prototype, 'send');
+    const leanHalf = jest.spyOn(LeanGateway.prototype, 'sendHalf');
+    // The public option alone (no test gateway): the relay builds the lean transport itself.
+    const relay = new OutboxRelay({
+      endpoints: ENDPOINTS,
+      dataSource: ds,
+      topics: [NORMAL, TX_TOPIC],
+      transactionTopics: [TX_TOPIC],
+      pollIntervalMs: 100,
+      startTimeoutMs: 30_000,
+      transport: 'lean',
+    });
+    relays.push(relay);
+    await relay.start();
+    await waitFor(async () => (await countByStatus(ds, ids, 'SENT')) === ids.length, {
+      description: 'all rows SENT by the lean relay',
+    });
+    await waitFor(() => ids.every((id) => seen(normal, id) + seen(tx, id) >= 1), {
+      description: 'all events delivered',
+    });
+    expect(relay.stats).toMatchObject({ sent: ids.length, failed: 0, dead: 0 });
+    const msg = normal.withProperty('EVENT_ID', results[1]!.eventIds[0]!)[0]!;
+    expect(msg).toMatchObject({ tag: 'outbox-lean', body: '{"lean":1}' });
+    expect(msg.properties.TX_ID).toBe(results[1]!.txId);
+    expect(tx.withProperty('EVENT_ID', results[1]!.eventIds[1]!)[0]!.properties.TX_ID).toBe(results[1]!.txId);
+    // Sent by the lean transport: one plain send per normal event, one half message per TRANSACTION one.
+    expect(leanSend.mock.calls.filter(([m]) => m.topic === NORMAL)).toHaveLength(results.length);
+    expect(leanHalf.mock.calls.filter(([m]) => m.topic === TX_TOPIC)).toHaveLength(results.length);
+    leanSend.mockRestore();
+    leanHalf.mockRestore();
   });
 
   it('parallel relays take disjoint rows; a relay killed mid-batch loses its lease and another delivers, duplicates only with the same eventId', async () => {

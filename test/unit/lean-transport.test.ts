@@ -37,6 +37,7 @@ import { QueueSelector } from '../../src/broker/lean/queues';
 import { connectProxyFor } from '../../src/broker/lean/LeanGateway';
 import { GrpcTransportError, RocketMqStatusError, statusError } from '../../src/broker/lean/status';
 import { resolveProducerOptions } from '../../src/producer/options';
+import { resolveRelayOptions } from '../../src/relay/options';
 import { fakeDataSource, Journal } from './fakes/fakes';
 
 const SECRET = 'lean-secret-never-logged';
@@ -490,6 +491,28 @@ describe('producer option transport', () => {
         expect((err as InvalidOptionError).option).toBe('transport');
         expect((err as InvalidOptionError).expected).toBe('"official" or "lean"');
       }
+    }
+  });
+});
+
+describe('relay option transport', () => {
+  const base = () => ({
+    endpoints: '127.0.0.1:8081',
+    dataSource: fakeDataSource(new Journal()),
+    topics: ['orders_events'],
+  });
+
+  it("defaults to 'official', accepts 'lean', rejects anything else naming the option", () => {
+    expect(resolveRelayOptions(base()).transport).toBe('official');
+    expect(resolveRelayOptions({ ...base(), transport: 'lean' }).transport).toBe('lean');
+    for (const bad of ['LEAN', 0, {}, null]) {
+      expect(() => resolveRelayOptions({ ...base(), transport: bad })).toThrow(
+        expect.objectContaining({
+          code: 'INVALID_OPTION',
+          option: 'transport',
+          expected: '"official" or "lean"',
+        }),
+      );
     }
   });
 });
