@@ -3,7 +3,17 @@ import {
   runProducerChaos,
   type ProducerChaosOptions,
 } from '../testing/chaos/runProducerChaos';
-import { PRODUCER_WINDOWS, type ProducerWindow } from '../testing/chaos/protocol';
+import {
+  formatConsumerChaosReport,
+  runConsumerChaos,
+  type ConsumerChaosOptions,
+} from '../testing/chaos/runConsumerChaos';
+import {
+  CONSUMER_WINDOWS,
+  PRODUCER_WINDOWS,
+  type ConsumerWindow,
+  type ProducerWindow,
+} from '../testing/chaos/protocol';
 import {
   boolFlag,
   COMMON_FLAGS,
@@ -21,16 +31,32 @@ import { printJson } from './output';
 const MS = (maxMs: number) => ({ minMs: 0, maxMs });
 
 export const chaosFlags = {
+  consumer: {
+    type: 'boolean',
+    description:
+      'kill consumer processes instead (your IdempotentConsumer: windows random, in-handler, before-ack) and check every event applied exactly once',
+  },
   module: {
     type: 'string',
     value: '<path>',
     description:
-      'your module (.js, or .ts with ts-node installed): dataSource(), transaction(producer, { topic, sequence }), optional prepare(dataSource)',
+      'your module (.js, or .ts with ts-node installed): dataSource(), transaction(producer, { topic, sequence }), optional prepare(dataSource); with --consumer: dataSource(), consumerOptions(), event(n, topic), effects(dataSource, eventIds), optional prepare(dataSource)',
   },
   topic: {
     type: 'string',
     value: '<topic>',
-    description: 'the TRANSACTION topic your transaction publishes to (required)',
+    description:
+      'the TRANSACTION topic your transaction publishes to (required); with --consumer, the runner publishes your events there',
+  },
+  'consumer-group': {
+    type: 'string',
+    value: '<group>',
+    description: 'with --consumer: consumer group of the run (default a fresh rmqtx_chaos_c_<id>)',
+  },
+  'events-per-round': {
+    type: 'string',
+    value: '<n>',
+    description: 'with --consumer: events published before each process is forked (default 5)',
   },
   endpoints: {
     type: 'string',
@@ -52,7 +78,7 @@ export const chaosFlags = {
   windows: {
     type: 'string',
     value: '<w1,w2>',
-    description: `windows to kill in, in turn (default all: ${PRODUCER_WINDOWS.join(', ')})`,
+    description: `windows to kill in, in turn (default all: ${PRODUCER_WINDOWS.join(', ')}; with --consumer ${CONSUMER_WINDOWS.join(', ')})`,
   },
   parallel: { type: 'string', value: '<n>', description: 'processes alive at once (default 2)' },
   concurrency: {
@@ -86,24 +112,29 @@ export const chaosFlags = {
   ...COMMON_FLAGS,
 } as const satisfies Command['flags'];
 
-function windowsFlag(raw: string | undefined): ProducerWindow[] | undefined {
+function windowsFlag<W extends string>(raw: string | undefined, allowed: readonly W[]): W[] | undefined {
   if (raw === undefined) return undefined;
   const list = raw.split(',').map((w) => w.trim());
-  const bad = list.find((w) => !PRODUCER_WINDOWS.includes(w as ProducerWindow));
+  const bad = list.find((w) => !allowed.includes(w as W));
   if (bad !== undefined || new Set(list).size !== list.length) {
-    throw invalid('windows', raw, `distinct windows among ${PRODUCER_WINDOWS.join(', ')}`);
+    throw invalid('windows', raw, `distinct windows among ${allowed.join(', ')}`);
   }
-  return list as ProducerWindow[];
+  return list as W[];
 }
+
+const PRODUCER_ONLY = ['producer-group', 'concurrency', 'check-horizon', 'recovery-horizon'] as const;
+const CONSUMER_ONLY = ['consumer-group', 'events-per-round'] as const;
 
 export const chaosCommand: Command = {
   name: 'chaos',
-  usage: 'rocketmq-tx chaos --module <path> --topic <topic> [--rounds 50] [--seed n] [flags]',
+  usage: 'rocketmq-tx chaos [--consumer] --module <path> --topic <topic> [--rounds 50] [--seed n] [flags]',
   description:
     'Crash-window runner: forks processes that run your business transaction in a loop and SIGKILLs\n' +
     'each at random or inside a named window (after-half, in-work, after-commit, check-back), keeps a\n' +
     'survivor producer answering check-backs, counts every delivery with a raw consumer, and prints\n' +
     'committed / delivered / lost / phantom / duplicates per window. Exit 1 on any loss or phantom.\n' +
+    'With --consumer: kills your IdempotentConsumer processes (random, in-handler, before-ack) while\n' +
+    'the runner publishes your events, then checks each event applied exactly once (exit 1 if not).\n' +
     'Database: whatever your module opens. Progress goes to stderr.',
   flags: chaosFlags,
   async run({ flags }, { io }) {
@@ -112,33 +143,56 @@ export const chaosCommand: Command = {
     const topic = stringFlag(flags, 'topic');
     if (topic === undefined) throw new UsageError('--topic is required');
     const broker = resolveBrokerTarget(flags, io.env);
-    const group = stringFlag(flags, 'producer-group');
     const rounds = intFlag(flags, 'rounds', { min: 1, max: 1_000_000 });
     const seed = intFlag(flags, 'seed', { min: 0, max: 2 ** 32 - 1 });
-    const windows = windowsFlag(stringFlag(flags, 'windows'));
     const parallel = intFlag(flags, 'parallel', { min: 1, max: 64 });
-    const concurrency = intFlag(flags, 'concurrency', { min: 1, max: 64 });
     const windowTimeoutMs = durationFlag(flags, 'window-timeout', { minMs: 100, maxMs: 3_600_000 });
-    const checkHorizonMs = durationFlag(flags, 'check-horizon', MS(86_400_000));
     const settleTimeoutMs = durationFlag(flags, 'settle-timeout', { minMs: 1000, maxMs: 86_400_000 });
-    const recoveryHorizonMs = durationFlag(flags, 'recovery-horizon', { minMs: 1000, maxMs: 7 * 86_400_000 });
     const json = boolFlag(flags, 'json');
-    const options: ProducerChaosOptions = {
+    const common = {
       module: moduleFlag,
       endpoints: broker.endpoints,
       ...(broker.namespace !== undefined ? { namespace: broker.namespace } : {}),
       topic,
-      ...(group !== undefined ? { producerGroup: group } : {}),
       ...(rounds !== undefined ? { rounds } : {}),
       ...(seed !== undefined ? { seed } : {}),
-      ...(windows ? { windows } : {}),
       ...(parallel !== undefined ? { parallel } : {}),
-      ...(concurrency !== undefined ? { concurrency } : {}),
       ...(windowTimeoutMs !== undefined ? { windowTimeoutMs } : {}),
-      ...(checkHorizonMs !== undefined ? { checkHorizonMs } : {}),
       ...(settleTimeoutMs !== undefined ? { settleTimeoutMs } : {}),
+      onProgress: (line: string) => io.stderr.write(`${line}\n`),
+    };
+    const consumer = boolFlag(flags, 'consumer');
+    const misplaced = (consumer ? PRODUCER_ONLY : CONSUMER_ONLY).find((f) => flags[f] !== undefined);
+    if (misplaced !== undefined) {
+      throw new UsageError(`--${misplaced} ${consumer ? 'is not used with' : 'needs'} --consumer`);
+    }
+    if (consumer) {
+      const group = stringFlag(flags, 'consumer-group');
+      const windows = windowsFlag(stringFlag(flags, 'windows'), CONSUMER_WINDOWS);
+      const eventsPerRound = intFlag(flags, 'events-per-round', { min: 1, max: 1000 });
+      const options: ConsumerChaosOptions = {
+        ...common,
+        ...(group !== undefined ? { consumerGroup: group } : {}),
+        ...(windows ? { windows: windows as ConsumerWindow[] } : {}),
+        ...(eventsPerRound !== undefined ? { eventsPerRound } : {}),
+      };
+      const report = await runConsumerChaos(options);
+      if (json) printJson(io, report);
+      else io.stdout.write(`${formatConsumerChaosReport(report)}\n`);
+      return report.ok ? 0 : 1;
+    }
+    const group = stringFlag(flags, 'producer-group');
+    const windows = windowsFlag(stringFlag(flags, 'windows'), PRODUCER_WINDOWS);
+    const concurrency = intFlag(flags, 'concurrency', { min: 1, max: 64 });
+    const checkHorizonMs = durationFlag(flags, 'check-horizon', MS(86_400_000));
+    const recoveryHorizonMs = durationFlag(flags, 'recovery-horizon', { minMs: 1000, maxMs: 7 * 86_400_000 });
+    const options: ProducerChaosOptions = {
+      ...common,
+      ...(group !== undefined ? { producerGroup: group } : {}),
+      ...(windows ? { windows: windows as ProducerWindow[] } : {}),
+      ...(concurrency !== undefined ? { concurrency } : {}),
+      ...(checkHorizonMs !== undefined ? { checkHorizonMs } : {}),
       ...(recoveryHorizonMs !== undefined ? { recoveryHorizonMs } : {}),
-      onProgress: (line) => io.stderr.write(`${line}\n`),
     };
     const report = await runProducerChaos(options);
     if (json) printJson(io, report);

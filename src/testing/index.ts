@@ -32,3 +32,10 @@ export {
   type ProducerChaosReport,
   type ChaosWindowReport,
 } from './chaos/runProducerChaos';
+export {
+  runConsumerChaos,
+  formatConsumerChaosReport,
+  type ConsumerChaosOptions,
+  type ConsumerChaosReport,
+  type ConsumerChaosWindowReport,
+} from './chaos/runConsumerChaos';

@@ -10,12 +10,20 @@
  * (docs/testing.md).
  */
 import * as path from 'node:path';
-import { formatChaosReport, runProducerChaos } from '../../src/testing';
+import {
+  formatChaosReport,
+  formatConsumerChaosReport,
+  runConsumerChaos,
+  runProducerChaos,
+} from '../../src/testing';
+import { CHAOS_SKU } from '../../samples/order-service/chaos-consumer-target';
+import { DEFAULT_DB_URL, openDatabase, select } from '../../samples/order-service/database';
 import { withEnv } from '../helpers/withEnv';
 import * as rocketmq from '../../scripts/rocketmq';
 
 const KILLS = Number(process.env.CHAOS_TEST_KILLS ?? 20);
 const SEED = Number(process.env.CHAOS_TEST_SEED ?? 19);
+const CONSUMER_KILLS = Number(process.env.CHAOS_TEST_CONSUMER_KILLS ?? 9);
 const REPO = path.resolve(__dirname, '../..');
 const BROKER_ENV: Record<string, string> = {
   ROCKETMQ_TX_PORT_OFFSET: process.env.ROCKETMQ_TX_CHAOS_PORT_OFFSET || '1900',
@@ -64,4 +72,73 @@ describe('rocketmq-tx chaos on the order-service sample', () => {
     },
     Math.max(900_000, KILLS * 30_000 + 300_000),
   );
+
+  it(
+    `${CONSUMER_KILLS} consumer kills (random, in the handler, before the ack): every event applied exactly once`,
+    async () => {
+      const ds = await openDatabase(process.env.ROCKETMQ_TX_DB_URL ?? DEFAULT_DB_URL, { poolSize: 2 });
+      // The stock counter and the reservations change in one transaction: their totals move together.
+      const totals = async () => {
+        const [stock] = await select<{ reserved: unknown }>(
+          ds,
+          'SELECT reserved FROM inventory_stock WHERE sku = ?',
+          [CHAOS_SKU],
+        );
+        const [res] = await select<{ q: unknown }>(
+          ds,
+          "SELECT COALESCE(SUM(qty), 0) AS q FROM inventory_reservation WHERE sku = ? AND status = 'RESERVED'",
+          [CHAOS_SKU],
+        );
+        return { reserved: Number(stock?.reserved ?? 0), reservations: Number(res?.q ?? 0) };
+      };
+      try {
+        const report = await runConsumerChaos({
+          module: path.join(REPO, 'samples/order-service/chaos-consumer-target.ts'),
+          endpoints,
+          topic: 'rmqtx_tx_22',
+          rounds: CONSUMER_KILLS,
+          seed: SEED,
+          parallel: 2,
+          eventsPerRound: 5,
+          randomDelayMs: [500, 3000],
+          windowTimeoutMs: 20_000,
+          settleTimeoutMs: 90_000,
+          onProgress: (line) => console.log(line),
+        });
+        console.log(formatConsumerChaosReport(report));
+        expect(report.failures).toEqual([]);
+        expect(report.published).toBe(CONSUMER_KILLS * 5);
+        expect(report).toMatchObject({ lost: 0, appliedTwice: 0, appliedOnce: report.published });
+        for (const w of report.windows)
+          expect({ window: w.window, reached: w.reached > 0 }).toEqual({ window: w.window, reached: true });
+        const after = await totals();
+        expect(after.reserved).toBe(after.reservations);
+      } finally {
+        await ds.destroy();
+      }
+    },
+    Math.max(600_000, CONSUMER_KILLS * 30_000 + 300_000),
+  );
+
+  it('the consumer runner catches a handler that is not idempotent (effect written outside the transaction)', async () => {
+    const report = await runConsumerChaos({
+      module: path.join(REPO, 'test/helpers/chaos-consumer-broken-target.ts'),
+      endpoints,
+      topic: 'rmqtx_tx_22',
+      rounds: 2,
+      seed: SEED,
+      windows: ['in-handler'],
+      parallel: 1,
+      eventsPerRound: 3,
+      windowTimeoutMs: 20_000,
+      settleTimeoutMs: 60_000,
+      onProgress: (line) => console.log(line),
+    });
+    console.log(formatConsumerChaosReport(report));
+    expect(report.windows).toEqual([{ window: 'in-handler', kills: 2, reached: 2 }]);
+    expect(report.ok).toBe(false);
+    expect(report.appliedTwice).toBeGreaterThanOrEqual(2);
+    expect(report.lost).toBe(0);
+    expect(report.failures.join('; ')).toMatch(/applied more than once/);
+  }, 300_000);
 });

@@ -1,25 +1,19 @@
 import type { DataSource } from 'typeorm';
-import { InvalidOptionError } from '../../errors';
 import { RawCollector } from '../../broker/rawCollector';
 import type { CheckBackOutcome } from '../../checkback/CheckBackDispatcher';
 import { EVENT_ID_PROPERTY, TX_ID_PROPERTY, TX_ORIGIN_PROPERTY } from '../../checkback/resolution';
 import { TransactionalProducer } from '../../producer/TransactionalProducer';
 import { committedEventsOf, txStatusesOf } from '../../store/typeorm/chaosQueries';
-import { requireResourceName, RESOURCE_NAME_RE } from '../../util/clientOptions';
-import {
-  optionalInt,
-  rejectUnknownKeys,
-  requireEndpoints,
-  requireObject,
-  requireString,
-} from '../../util/validate';
+import { requireResourceName } from '../../util/clientOptions';
+import { optionalInt, rejectUnknownKeys, requireObject } from '../../util/validate';
 import { uuidv7 } from '../../util/uuidv7';
 import { entryPoint, forkChild, kill, sleep, type Child } from './child';
+import { resolveRunnerBase, runKillLoop, RUNNER_BASE_KEYS, textTable, type RunnerBase } from './killLoop';
 import type { ProducerChildConfig } from './producerChild';
 import { PRODUCER_WINDOWS, type ProducerWindow } from './protocol';
-import { resolveDelay, resolveWindows, schedule, type Round } from './schedule';
+import { resolveDelay, resolveWindows, schedule } from './schedule';
 import { tallyChaos, type ChaosWindowReport } from './tally';
-import { loadTarget, resolveModulePath, type ChaosProducerTarget } from './target';
+import { loadTarget, type ChaosProducerTarget } from './target';
 
 export interface ProducerChaosOptions {
   /** Path of your module (see ChaosProducerTarget). */
@@ -77,41 +71,22 @@ export interface ProducerChaosReport {
 }
 
 const KNOWN = [
-  'module',
-  'endpoints',
-  'namespace',
-  'topic',
+  ...RUNNER_BASE_KEYS,
   'producerGroup',
-  'rounds',
-  'seed',
   'windows',
-  'parallel',
   'concurrency',
   'randomDelayMs',
-  'windowTimeoutMs',
   'checkHorizonMs',
-  'settleTimeoutMs',
   'recoveryHorizonMs',
-  'onProgress',
 ];
 
-interface Resolved {
-  module: string;
-  endpoints: string;
-  namespace: string;
-  topic: string;
+interface Resolved extends RunnerBase {
   producerGroup: string;
-  rounds: number;
-  seed: number;
   windows: ProducerWindow[];
-  parallel: number;
   concurrency: number;
   randomDelayMs: [number, number];
-  windowTimeoutMs: number;
   checkHorizonMs: number;
-  settleTimeoutMs: number;
   recoveryHorizonMs: number;
-  log: (line: string) => void;
 }
 
 /** Default recovery horizon beyond the check horizon (a republish during the broker's checks is a duplicate). */
@@ -120,29 +95,17 @@ const RECOVERY_MARGIN_MS = 5000;
 export function resolveProducerChaosOptions(input: unknown): Resolved {
   const o = requireObject('options', input);
   rejectUnknownKeys('options', o, KNOWN);
-  if (o.onProgress !== undefined && typeof o.onProgress !== 'function') {
-    throw new InvalidOptionError('onProgress', o.onProgress, 'a function');
-  }
   const checkHorizonMs = optionalInt('checkHorizonMs', o.checkHorizonMs, 20_000, 0, 86_400_000);
   return {
-    module: resolveModulePath('module', o.module),
-    endpoints: requireEndpoints(o.endpoints),
-    namespace:
-      o.namespace === undefined ? '' : requireString('namespace', o.namespace, { pattern: RESOURCE_NAME_RE }),
-    topic: requireResourceName('topic', o.topic),
+    ...resolveRunnerBase(o),
     producerGroup:
       o.producerGroup === undefined
         ? `rmqtx_chaos_${uuidv7().slice(-12)}`
         : requireResourceName('producerGroup', o.producerGroup),
-    rounds: optionalInt('rounds', o.rounds, 50, 1, 1_000_000),
-    seed: optionalInt('seed', o.seed, Date.now() % 2 ** 31, 0, 2 ** 32 - 1),
     windows: resolveWindows('windows', o.windows, PRODUCER_WINDOWS),
-    parallel: optionalInt('parallel', o.parallel, 2, 1, 64),
     concurrency: optionalInt('concurrency', o.concurrency, 2, 1, 64),
     randomDelayMs: resolveDelay('randomDelayMs', o.randomDelayMs, [200, 2500]),
-    windowTimeoutMs: optionalInt('windowTimeoutMs', o.windowTimeoutMs, 20_000, 100, 3_600_000),
     checkHorizonMs,
-    settleTimeoutMs: optionalInt('settleTimeoutMs', o.settleTimeoutMs, 120_000, 1000, 86_400_000),
     recoveryHorizonMs: optionalInt(
       'recoveryHorizonMs',
       o.recoveryHorizonMs,
@@ -150,7 +113,6 @@ export function resolveProducerChaosOptions(input: unknown): Resolved {
       1000,
       7 * 86_400_000,
     ),
-    log: (o.onProgress as ((line: string) => void) | undefined) ?? (() => undefined),
   };
 }
 
@@ -187,57 +149,47 @@ export async function runProducerChaos(options: ProducerChaosOptions): Promise<P
     discardRecovery: { horizonMs: o.recoveryHorizonMs, intervalMs: 1000, leaseMs: 5000 },
   });
   const owner = new Map<string, ProducerWindow>();
-  const kills = new Map<ProducerWindow, { kills: number; reached: number; transactions: number }>(
-    o.windows.map((w) => [w, { kills: 0, reached: 0, transactions: 0 }]),
-  );
+  const transactions = new Map<ProducerWindow, number>();
   const live = new Set<Child>();
   try {
     await target.prepare?.(dataSource);
     await collector.start();
     await survivor.start();
-    let next = 0;
-    let done = 0;
-    let lastProgress = Date.now();
-    const round = async (r: Round<ProducerWindow>): Promise<void> => {
-      const config: ProducerChildConfig = {
-        module: o.module,
-        window: r.window,
-        endpoints: o.endpoints,
-        namespace: o.namespace,
-        topics: [o.topic],
-        producerGroup: o.producerGroup,
-        concurrency: o.concurrency,
-      };
-      const child = await forkChild(entryPoint('producerChild'), o.module, config, 600_000);
-      live.add(child);
-      let reached = r.window === 'random';
-      if (r.window === 'random') await sleep(r.delayMs);
-      else
-        reached = await Promise.race([
-          child.reached.then(() => true),
-          sleep(o.windowTimeoutMs).then(() => false),
-        ]);
-      const early = child.process.exitCode !== null;
-      await kill(child);
-      live.delete(child);
-      if (early)
-        throw new Error(`a producer process exited before its kill: ${child.stderrTail().slice(-1500)}`);
-      const k = kills.get(r.window)!;
-      k.kills++;
-      if (reached) k.reached++;
-      k.transactions += child.txIds.length;
-      for (const txId of child.txIds) owner.set(txId, r.window);
-      done++;
-      if (done % 10 === 0 || done === o.rounds || Date.now() - lastProgress > 15_000) {
-        lastProgress = Date.now();
-        const per = [...kills].map(([w, v]) => `${w} ${v.reached}/${v.kills}`).join(', ');
-        o.log(`[chaos] ${done}/${o.rounds} kills (reached/killed: ${per}); ${owner.size} transactions begun`);
-      }
-    };
-    const slot = async (): Promise<void> => {
-      while (next < plan.length) await round(plan[next++]!);
-    };
-    await Promise.all(Array.from({ length: Math.min(o.parallel, o.rounds) }, slot));
+    const counts = await runKillLoop({
+      plan,
+      parallel: o.parallel,
+      windowTimeoutMs: o.windowTimeoutMs,
+      what: 'producer',
+      live,
+      log: o.log,
+      fork: (r) => {
+        const config: ProducerChildConfig = {
+          module: o.module,
+          window: r.window,
+          endpoints: o.endpoints,
+          namespace: o.namespace,
+          topics: [o.topic],
+          producerGroup: o.producerGroup,
+          concurrency: o.concurrency,
+        };
+        return forkChild(entryPoint('producerChild'), o.module, config, 600_000);
+      },
+      killed: (r, child) => {
+        transactions.set(r.window, (transactions.get(r.window) ?? 0) + child.txIds.length);
+        for (const txId of child.txIds) owner.set(txId, r.window);
+      },
+      progress: () => `${owner.size} transactions begun`,
+    });
+    const kills = new Map(
+      o.windows.map((w) => [
+        w,
+        {
+          kills: counts.get(w)?.kills ?? 0,
+          reached: counts.get(w)?.reached ?? 0,
+          transactions: transactions.get(w) ?? 0,
+        },
+      ]),
+    );
     const killedAt = Date.now();
     o.log(
       `[chaos] all ${o.rounds} kills done; waiting for check-backs and delivery (at least ${o.checkHorizonMs} ms)`,
@@ -360,10 +312,7 @@ export function formatChaosReport(report: ProducerChaosReport): string {
     r.phantom,
     r.duplicates,
   ]);
-  const widths = headers.map((h, i) => Math.max(h.length, ...rows.map((r) => String(r[i]).length)));
-  const line = (cells: readonly unknown[]) =>
-    cells.map((c, i) => (i === 0 ? String(c).padEnd(widths[i]!) : String(c).padStart(widths[i]!))).join('  ');
-  const out = [line(headers), ...rows.map(line)];
+  const out = textTable(headers, rows);
   out.push(
     '',
     `seed ${report.seed}, group ${report.producerGroup}, settled in ${(report.settleMs / 1000).toFixed(1)} s, ` +

@@ -47,6 +47,9 @@ export interface ChaosConsumerTarget {
   effects(dataSource: DataSource, eventIds: readonly string[]): Promise<Map<string, number>>;
 }
 
+/** The functions a consumer target must export. */
+export const CONSUMER_TARGET_FUNCTIONS = ['dataSource', 'consumerOptions', 'event', 'effects'] as const;
+
 /** Resolves a module path against the working directory; it must exist. */
 export function resolveModulePath(option: string, value: unknown): string {
   if (typeof value !== 'string' || value.length === 0) {
