@@ -45,3 +45,21 @@ export interface ConsumerGatewayConfig {
   startTimeoutMs: number;
   shutdownTimeoutMs: number;
 }
+
+/** `gateway` with its ack replaced; every other call goes to `gateway` (crash windows in tests). */
+export function withAck(
+  gateway: ConsumerGateway,
+  ack: (message: InboundMessage) => Promise<void>,
+): ConsumerGateway {
+  return {
+    start: () => gateway.start(),
+    receive: (max) => gateway.receive(max),
+    ack,
+    retryLater: (m, d) => gateway.retryLater(m, d),
+    deadLetter: (m) => gateway.deadLetter(m),
+    get maxDeliveryAttempts() {
+      return gateway.maxDeliveryAttempts;
+    },
+    shutdown: () => gateway.shutdown(),
+  };
+}

@@ -14,6 +14,7 @@ import { optionalInt, rejectUnknownKeys, requireObject } from '../util/validate'
 import { uuidv7 } from '../util/uuidv7';
 import type { RecordedMessage } from './messages';
 import { MemoryInboxStore } from '../store/memory/inboxStore';
+import { seeded, shuffleInPlace } from './random';
 
 /** Where the consumed_event / aggregate_cursor rows live in a test. */
 export type InMemoryInbox = 'auto' | 'database' | 'memory';
@@ -239,20 +240,5 @@ function sdkDatabase(dataSource: DataSource): boolean {
 
 /** Fisher-Yates with mulberry32: a reproducible order per seed. */
 function shuffle<T>(list: T[], seed: number): void {
-  const random = seeded(seed);
-  for (let i = list.length - 1; i > 0; i--) {
-    const j = Math.floor(random() * (i + 1));
-    [list[i], list[j]] = [list[j]!, list[i]!];
-  }
-}
-
-export function seeded(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
+  shuffleInPlace(list, seeded(seed));
 }

@@ -5,6 +5,7 @@
  */
 import { IdempotentConsumer } from '../../src';
 import { RocketMqConsumerGateway } from '../../src/broker/RocketMqConsumerGateway';
+import { withAck } from '../../src/broker/consumerGateway';
 import { openDataSource, sql } from './db';
 import { ENDPOINTS } from './env';
 
@@ -35,24 +36,12 @@ async function main(): Promise<void> {
       startTimeoutMs: 30_000,
     },
     {
-      gateway: (config, logger) => {
-        const real = new RocketMqConsumerGateway(config, logger);
-        return {
-          start: () => real.start(),
-          receive: (max) => real.receive(max),
-          retryLater: (m, d) => real.retryLater(m, d),
-          deadLetter: (m) => real.deadLetter(m),
-          shutdown: () => real.shutdown(),
-          get maxDeliveryAttempts() {
-            return real.maxDeliveryAttempts;
-          },
-          ack: async (m) => {
-            const body = JSON.parse(m.body.toString('utf8')) as { eventId: string };
-            process.stdout.write(`${JSON.stringify({ window: 'after-commit', eventId: body.eventId })}\n`);
-            await new Promise<never>(() => undefined);
-          },
-        };
-      },
+      gateway: (config, logger) =>
+        withAck(new RocketMqConsumerGateway(config, logger), async (m) => {
+          const body = JSON.parse(m.body.toString('utf8')) as { eventId: string };
+          process.stdout.write(`${JSON.stringify({ window: 'after-commit', eventId: body.eventId })}\n`);
+          await new Promise<never>(() => undefined);
+        }),
     },
   );
   await consumer.start();

@@ -4,6 +4,7 @@
  * SIGKILLs it. Configured by the ROCKETMQ_TX_CHAOS_CHILD environment variable (JSON).
  */
 import { RocketMqConsumerGateway } from '../../broker/RocketMqConsumerGateway';
+import { withAck } from '../../broker/consumerGateway';
 import { IdempotentConsumer } from '../../consumer/IdempotentConsumer';
 import type { EventHandler } from '../../consumer/handlers';
 import { CHILD_ENV, hit, say, type ConsumerWindow } from './protocol';
@@ -49,24 +50,14 @@ async function main(): Promise<void> {
       subscriptions: [{ topic: cfg.topic, tag: cfg.tag }],
     },
     {
+      // before-ack: the effect and the dedupe row are committed; the process dies before the
+      // ack, so the broker delivers the message again (to another process of the group).
       gateway: (config, logger) => {
         const real = new RocketMqConsumerGateway(config, logger);
-        return {
-          start: () => real.start(),
-          receive: (max) => real.receive(max),
-          retryLater: (m, d) => real.retryLater(m, d),
-          deadLetter: (m) => real.deadLetter(m),
-          shutdown: () => real.shutdown(),
-          get maxDeliveryAttempts() {
-            return real.maxDeliveryAttempts;
-          },
-          // before-ack: the effect and the dedupe row are committed; the process dies before the
-          // ack, so the broker delivers the message again (to another process of the group).
-          ack: async (m) => {
-            if (w === 'before-ack') hit('before-ack', m.messageId);
-            await real.ack(m);
-          },
-        };
+        return withAck(real, async (m) => {
+          if (w === 'before-ack') hit('before-ack', m.messageId);
+          await real.ack(m);
+        });
       },
     },
   );

@@ -1,17 +1,6 @@
 import { InvalidOptionError } from '../../errors';
 import { optionalInt } from '../../util/validate';
-
-/** mulberry32: a small seeded generator, so a schedule can be replayed with the same seed. */
-export function seeded(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
+import { seeded, shuffleInPlace } from '../random';
 
 export interface Round<W extends string> {
   index: number;
@@ -36,10 +25,7 @@ export function schedule<W extends string>(
   for (let i = 0; i < rounds; i++) {
     if (cycle.length === 0) {
       cycle = [...windows];
-      for (let k = cycle.length - 1; k > 0; k--) {
-        const j = Math.floor(random() * (k + 1));
-        [cycle[k], cycle[j]] = [cycle[j]!, cycle[k]!];
-      }
+      shuffleInPlace(cycle, random);
     }
     out.push({
       index: i,
