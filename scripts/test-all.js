@@ -149,7 +149,18 @@ async function main() {
     ],
     { ...process.env, ROCKETMQ_TX_DB_URL: pgUrl, KILL_TEST_KILLS: process.env.KILL_TEST_PG_KILLS || '8' },
   );
-  return [main, isolated, contract, postgres, kills].find((code) => code !== 0) ?? 0;
+  // One line per step at the very end, so a truncated CI log still says which step failed.
+  const steps = [
+    ['unit + integration (MariaDB)', main],
+    ['isolated (MariaDB)', isolated],
+    ['store contract (MariaDB, PostgreSQL)', contract],
+    ['component suites (PostgreSQL)', postgres],
+    ['producer kills (PostgreSQL)', kills],
+  ];
+  console.log(`[test] summary after ${((Date.now() - t0) / 1000).toFixed(0)} s:`);
+  for (const [name, code] of steps)
+    console.log(`[test]   ${code === 0 ? 'passed' : `FAILED (exit ${code})`}  ${name}`);
+  return steps.map(([, code]) => code).find((code) => code !== 0) ?? 0;
 }
 
 main().then(

@@ -44,6 +44,11 @@ export const relayFlags = {
     description: 'those of --topics whose message type is FIFO (messageGroup = aggregateId)',
   },
   'batch-size': { type: 'string', value: '<n>', description: 'rows per claim transaction (default 100)' },
+  'batches-in-flight': {
+    type: 'string',
+    value: '<n>',
+    description: 'claimed batches sent at once; the next claim overlaps the sends (default 2)',
+  },
   'poll-interval': {
     type: 'string',
     value: '<duration>',
@@ -143,6 +148,7 @@ export function planRelay(flags: ParsedFlags, env: Record<string, string | undef
     b.bind(option, flag, stringFlag(flags, flag), kind);
   };
   set('batchSize', 'batch-size', intFlag(flags, 'batch-size'), 'value');
+  set('batchesInFlight', 'batches-in-flight', intFlag(flags, 'batches-in-flight'), 'value');
   set('maxAttempts', 'max-attempts', intFlag(flags, 'max-attempts'), 'value');
   set('pollIntervalMs', 'poll-interval', durationFlag(flags, 'poll-interval', ANY_MS), 'duration');
   set('leaseMs', 'lease', durationFlag(flags, 'lease', ANY_MS), 'duration');

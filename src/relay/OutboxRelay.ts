@@ -138,6 +138,13 @@ export class OutboxRelay {
    * loop, and callable directly (e.g. from a job) on a started relay.
    */
   async runOnce(): Promise<number> {
+    const rows = await this.claimBatch();
+    if (rows.length > 0) await this.sendBatch(rows);
+    return rows.length;
+  }
+
+  /** Leases up to batchSize due rows; a database error counts, is logged and yields none. */
+  private async claimBatch(): Promise<ClaimedOutboxEvent[]> {
     const o = this.options;
     let rows: ClaimedOutboxEvent[];
     try {
@@ -153,9 +160,14 @@ export class OutboxRelay {
         errorFields(toStoreError('outbox claim failed', err)),
         'outbox claim failed; retrying at the next poll',
       );
-      return 0;
+      return [];
     }
     this.counters.claimed += rows.length;
+    return rows;
+  }
+
+  /** Sends a claimed batch and marks what reached the broker. Never rejects. */
+  private async sendBatch(rows: readonly ClaimedOutboxEvent[]): Promise<void> {
     const sent = (await Promise.all(rows.map((row) => this.deliver(row)))).filter(
       (row): row is ClaimedOutboxEvent => row !== undefined,
     );
@@ -164,14 +176,13 @@ export class OutboxRelay {
       await this.mark(() =>
         this.store.markSentMany(
           sent.map((row) => row.eventId),
-          o.relayId,
+          this.options.relayId,
         ),
       );
     }
     for (const row of sent) {
       this.report({ eventId: row.eventId, topic: row.topic, result: 'sent', attempts: row.attempts + 1 });
     }
-    return rows.length;
   }
 
   /**
@@ -211,16 +222,29 @@ export class OutboxRelay {
     return this.lifecycle.shutdown();
   }
 
+  /**
+   * The polling loop. A full batch is followed by the next claim at once, while up to
+   * batchesInFlight batches are still being sent and marked (claims overlap sends); a batch that
+   * is not full means the table is drained, so the loop waits pollIntervalMs.
+   */
   private async run(): Promise<void> {
     const o = this.options;
+    const inFlight = new Set<Promise<void>>();
     while (this.lifecycle.isRunning) {
       if (o.reconcileDiscarded && Date.now() - this.lastReconcile >= o.reconcileIntervalMs) {
         this.lastReconcile = Date.now();
         await this.reconcileDiscarded();
       }
-      const claimed = await this.runOnce();
-      if (claimed < o.batchSize && this.lifecycle.isRunning) await this.sleep(o.pollIntervalMs);
+      while (inFlight.size >= o.batchesInFlight) await Promise.race(inFlight);
+      if (!this.lifecycle.isRunning) break;
+      const rows = await this.claimBatch();
+      if (rows.length > 0) {
+        const batch: Promise<void> = this.sendBatch(rows).finally(() => inFlight.delete(batch));
+        inFlight.add(batch);
+      }
+      if (rows.length < o.batchSize && this.lifecycle.isRunning) await this.sleep(o.pollIntervalMs);
     }
+    await Promise.all(inFlight);
   }
 
   private sleep(ms: number): Promise<void> {

@@ -35,6 +35,12 @@ export interface OutboxRelayOptions extends ConnectionOptions {
   relayId?: string;
   /** Rows taken per short claim transaction. Default 100. */
   batchSize?: number;
+  /**
+   * Claimed batches being sent at once: after a full batch the relay claims the next one while
+   * the earlier ones are still being sent and marked. 1 = claim, send, mark, one after another.
+   * Default 2.
+   */
+  batchesInFlight?: number;
   /** How long a claimed row is ours; a relay that dies loses its rows after this. Default 30000 ms. */
   leaseMs?: number;
   /** Wait between polls when the last batch was not full. Default 500 ms. */
@@ -75,6 +81,7 @@ export interface ResolvedRelayOptions extends ResolvedConnection {
   fifoTopics: ReadonlySet<string>;
   relayId: string;
   batchSize: number;
+  batchesInFlight: number;
   leaseMs: number;
   pollIntervalMs: number;
   maxAttempts: number;
@@ -93,6 +100,7 @@ const KNOWN = [
   'fifoTopics',
   'relayId',
   'batchSize',
+  'batchesInFlight',
   'leaseMs',
   'pollIntervalMs',
   'maxAttempts',
@@ -159,6 +167,7 @@ export function resolveRelayOptions(input: unknown): ResolvedRelayOptions {
       { maxLength: 64 },
     ),
     batchSize: optionalInt('batchSize', o.batchSize, 100, 1, 1000),
+    batchesInFlight: optionalInt('batchesInFlight', o.batchesInFlight, 2, 1, 16),
     leaseMs: optionalInt('leaseMs', o.leaseMs, 30_000, 1000, HOUR),
     pollIntervalMs: optionalInt('pollIntervalMs', o.pollIntervalMs, 500, 10, 60_000),
     maxAttempts: optionalInt('maxAttempts', o.maxAttempts, 10, 1, 1000),

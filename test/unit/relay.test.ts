@@ -10,6 +10,7 @@ import type { GatewayConfig } from '../../src/broker/gateway';
 import type { NewOutboxEvent } from '../../src/store/ports';
 import { FakeOutboxStore } from './fakes/outbox';
 import { FakeGateway, FakeStore, Journal, fakeDataSource } from './fakes/fakes';
+import { waitFor } from '../helpers/env';
 
 const relayDs = {
   isInitialized: true,
@@ -129,10 +130,82 @@ describe('OutboxRelay (fakes)', () => {
     expect(reads).toHaveLength(4);
   });
 
+  it.each([
+    [1, 1],
+    [2, 2],
+  ])(
+    'with batchesInFlight %i, %i claims are taken while the first batch is still being sent; shutdown waits for every batch to be marked',
+    async (batchesInFlight, claimsWhileBlocked) => {
+      const store = new FakeOutboxStore();
+      await store.insertEvents(
+        {} as EntityManager,
+        ['a', 'b', 'c', 'd', 'e'].map((id) => row(id, 'normal')),
+      );
+      let claims = 0;
+      const claim = store.claim.bind(store);
+      store.claim = (o) => (claims++, claim(o));
+      const gateway = new FakeGateway(new Journal());
+      const send = gateway.send.bind(gateway);
+      let release!: () => void;
+      const blocked = new Promise<void>((resolve) => (release = resolve));
+      let pending = 0;
+      gateway.send = async (m) => {
+        pending++;
+        await blocked;
+        return send(m);
+      };
+      const relay = relayWith(store, gateway, {
+        batchSize: 2,
+        batchesInFlight,
+        pollIntervalMs: 10,
+        reconcileDiscarded: false,
+      });
+      await relay.start();
+      await waitFor(() => pending === 2 * claimsWhileBlocked, {
+        intervalMs: 5,
+        description: 'sends in flight',
+      });
+      // Give the loop room to claim more than it may; it must not.
+      await new Promise((resolve) => setTimeout(resolve, 50));
+      expect(claims).toBe(claimsWhileBlocked);
+      expect(pending).toBe(2 * claimsWhileBlocked);
+      release();
+      await waitFor(() => relay.stats.sent === 5, { intervalMs: 5, description: 'all five sent' });
+      await relay.shutdown();
+      expect([...store.statuses.values()]).toEqual(['SENT', 'SENT', 'SENT', 'SENT', 'SENT']);
+      expect(relay.stats).toMatchObject({ claimed: 5, sent: 5, failed: 0 });
+    },
+  );
+
+  it('shutdown during a blocked batch waits for it to be sent and marked', async () => {
+    const store = new FakeOutboxStore();
+    await store.insertEvents({} as EntityManager, [row('x', 'normal'), row('y', 'normal')]);
+    const gateway = new FakeGateway(new Journal());
+    const send = gateway.send.bind(gateway);
+    let release!: () => void;
+    const blocked = new Promise<void>((resolve) => (release = resolve));
+    let pending = 0;
+    gateway.send = async (m) => {
+      pending++;
+      await blocked;
+      return send(m);
+    };
+    const relay = relayWith(store, gateway, { batchSize: 1, batchesInFlight: 2, reconcileDiscarded: false });
+    await relay.start();
+    await waitFor(() => pending === 2, { intervalMs: 5, description: 'two batches in flight' });
+    const stopped = relay.shutdown();
+    setTimeout(release, 20);
+    await stopped;
+    expect([...store.statuses.values()]).toEqual(['SENT', 'SENT']);
+  });
+
   it('validates its options, naming the option', () => {
     const store = new FakeOutboxStore();
     const gateway = new FakeGateway(new Journal());
     expect(() => relayWith(store, gateway, { batchSize: 0 })).toThrow(InvalidOptionError);
+    expect(() => relayWith(store, gateway, { batchesInFlight: 0 })).toThrow(/batchesInFlight/);
+    expect(() => relayWith(store, gateway, { batchesInFlight: 17 })).toThrow(/from 1 to 16/);
+    expect(() => relayWith(store, gateway, { batchesInFlight: 1.5 })).toThrow(/batchesInFlight/);
     expect(() => relayWith(store, gateway, { fifoTopics: ['elsewhere'] })).toThrow(/fifoTopics\[0\]/);
     expect(() => relayWith(store, gateway, { backoff: { baseMs: 10, maxDelayMs: 5 } })).toThrow(
       /backoff.maxDelayMs/,

@@ -1,0 +1,218 @@
+/**
+ * The relay alone, side by side in one run: OutboxRelay on both transports with batchesInFlight
+ * 1 (claim, send, mark one after another), 2 (the default) and 4, against raw one-by-one sends of
+ * the official client with a relay batch's worth (100) in flight. Each round writes N NEW outbox
+ * rows with transact (outbox delivery) and drains them with one configuration; the order of the
+ * configurations is shuffled per round. Ratios are per round (relay / the same round's raw sends).
+ *
+ *   npm run rocketmq:start
+ *   node -r ts-node/register/transpile-only bench/relay-sweep.ts [--events=3000] [--rounds=3]
+ *
+ * Writes bench/results/relay-sweep-<id>.json and prints a table.
+ */
+import { writeFileSync } from 'node:fs';
+import path from 'node:path';
+import { performance } from 'node:perf_hooks';
+import { Producer } from 'rocketmq-client-nodejs';
+import type { DataSource } from 'typeorm';
+import { OutboxRelay, TransactionalProducer, defineEvent } from '../src';
+import { startClient } from '../src/broker/startup';
+import { seeded, shuffleInPlace } from '../src/testing/random';
+import {
+  ENDPOINTS,
+  GROUPS,
+  TOPICS,
+  openBenchDataSource,
+  prepareBenchDatabase,
+  quietLogger,
+  sleep,
+} from './lib/env';
+import { loadAverage, machineDescription } from './lib/system';
+
+const BenchEvent = defineEvent<{ key: string }>({
+  eventType: 'BenchEvent',
+  eventVersion: 1,
+  aggregateType: 'BenchAggregate',
+});
+
+type Config = { name: string; transport?: 'official' | 'lean'; batchesInFlight?: number };
+const CONFIGS: Config[] = [
+  { name: 'raw sends (official, 100 in flight)' },
+  { name: 'relay official x1', transport: 'official', batchesInFlight: 1 },
+  { name: 'relay official x2', transport: 'official', batchesInFlight: 2 },
+  { name: 'relay lean x1', transport: 'lean', batchesInFlight: 1 },
+  { name: 'relay lean x2', transport: 'lean', batchesInFlight: 2 },
+  { name: 'relay lean x4', transport: 'lean', batchesInFlight: 4 },
+];
+const BATCH = 100;
+const topic = TOPICS.normal;
+
+function arg(name: string, dflt: number): number {
+  const a = process.argv.find((x) => x.startsWith(`--${name}=`));
+  const n = a ? Number(a.split('=')[1]) : dflt;
+  if (!Number.isInteger(n) || n < 1)
+    throw new Error(`--${name} must be a positive integer, got ${String(n)}`);
+  return n;
+}
+
+async function writeNewRows(ds: DataSource, tag: string, n: number): Promise<void> {
+  const producer = new TransactionalProducer({
+    endpoints: ENDPOINTS,
+    dataSource: ds,
+    producerGroup: GROUPS.relay,
+    topics: [topic],
+    delivery: 'outbox',
+    startTimeoutMs: 30_000,
+    logger: quietLogger,
+  });
+  await producer.start();
+  let next = 0;
+  await Promise.all(
+    Array.from({ length: 16 }, async () => {
+      while (next < n) {
+        const key = `${tag}-${next++}`;
+        await producer.transact(
+          {
+            topic,
+            tag,
+            keys: [key],
+            event: BenchEvent.create({ aggregateId: key, aggregateVersion: 1, data: { key } }),
+          },
+          async () => undefined,
+        );
+      }
+    }),
+  );
+  await producer.shutdown();
+}
+
+async function drain(ds: DataSource, c: Config, n: number): Promise<number> {
+  const relay = new OutboxRelay({
+    endpoints: ENDPOINTS,
+    dataSource: ds,
+    topics: [topic],
+    batchSize: BATCH,
+    batchesInFlight: c.batchesInFlight ?? 2,
+    pollIntervalMs: 20,
+    reconcileDiscarded: false,
+    startTimeoutMs: 30_000,
+    transport: c.transport ?? 'official',
+    logger: quietLogger,
+  });
+  await relay.start();
+  const t0 = performance.now();
+  while (relay.stats.sent + relay.stats.dead < n) {
+    if (performance.now() - t0 > 120_000)
+      throw new Error(`${c.name}: ${relay.stats.sent}/${n} sent in 120 s`);
+    await sleep(5);
+  }
+  const ms = performance.now() - t0;
+  const { sent } = relay.stats;
+  await relay.shutdown();
+  return (sent * 1000) / ms;
+}
+
+async function rawSends(tag: string, n: number): Promise<number> {
+  const raw = new Producer({
+    endpoints: ENDPOINTS,
+    namespace: '',
+    topics: [topic],
+    requestTimeout: 3000,
+    logger: quietLogger,
+  });
+  await startClient(raw, 30_000, {
+    what: 'producer',
+    endpoints: ENDPOINTS,
+    resource: 'bench topics',
+    accessKey: undefined,
+  });
+  let done = 0;
+  const t0 = performance.now();
+  await Promise.all(
+    Array.from({ length: BATCH }, async () => {
+      while (done < n) {
+        const i = done++;
+        await raw
+          .send({ topic, tag, keys: [`${tag}-${i}`], body: Buffer.from(JSON.stringify({ i })) })
+          .catch(() => undefined);
+      }
+    }),
+  );
+  const ms = performance.now() - t0;
+  await raw.shutdown().catch(() => undefined);
+  return (n * 1000) / ms;
+}
+
+const median = (xs: number[]): number => {
+  const s = [...xs].sort((a, b) => a - b);
+  const m = s.length >> 1;
+  return s.length % 2 ? s[m]! : (s[m - 1]! + s[m]!) / 2;
+};
+
+async function main(): Promise<void> {
+  const n = arg('events', 3000);
+  const rounds = arg('rounds', 3);
+  const id = `rs${Date.now().toString(36)}`;
+  const machine = machineDescription();
+  process.stderr.write(
+    `relay sweep ${id}: ${n} events x ${rounds} rounds; ${machine}; load ${loadAverage()}\n`,
+  );
+  await prepareBenchDatabase();
+  const ds = await openBenchDataSource(8);
+  const random = seeded(Date.now() >>> 0);
+  const rates = new Map<string, number[]>(CONFIGS.map((c) => [c.name, []]));
+  const ratios = new Map<string, number[]>(CONFIGS.map((c) => [c.name, []]));
+  try {
+    for (let r = 0; r < rounds; r++) {
+      const order = [...CONFIGS];
+      shuffleInPlace(order, random);
+      const round = new Map<string, number>();
+      for (const [k, c] of order.entries()) {
+        const tag = `${id}_${r}_${k}`;
+        let eps: number;
+        if (c.transport === undefined) {
+          eps = await rawSends(tag, n);
+        } else {
+          await writeNewRows(ds, tag, n);
+          eps = await drain(ds, c, n);
+        }
+        round.set(c.name, eps);
+        rates.get(c.name)!.push(eps);
+        process.stderr.write(`  round ${r + 1}: ${c.name.padEnd(36)} ${eps.toFixed(0)} events/s\n`);
+      }
+      const raw = round.get(CONFIGS[0]!.name)!;
+      for (const c of CONFIGS) ratios.get(c.name)!.push(round.get(c.name)! / raw);
+    }
+  } finally {
+    await ds.destroy();
+  }
+  const rows = CONFIGS.map((c) => ({
+    config: c.name,
+    eventsPerSec: rates.get(c.name)!.map((x) => Math.round(x)),
+    medianEventsPerSec: Math.round(median(rates.get(c.name)!)),
+    medianOverRawSends: Number(median(ratios.get(c.name)!).toFixed(2)),
+  }));
+  const lines = [
+    `relay sweep ${id}, ${n} events per configuration, ${rounds} rounds, batchSize ${BATCH}; ${machine}`,
+    '| configuration | events/s per round | median | median ratio to raw sends (per round) |',
+    '|---|---|---|---|',
+    ...rows.map(
+      (x) =>
+        `| ${x.config} | ${x.eventsPerSec.join(', ')} | ${x.medianEventsPerSec} | ${x.medianOverRawSends.toFixed(2)}x |`,
+    ),
+  ];
+  process.stdout.write(`${lines.join('\n')}\n`);
+  const file = path.join(__dirname, 'results', `relay-sweep-${id}.json`);
+  writeFileSync(
+    file,
+    `${JSON.stringify({ id, startedAt: new Date().toISOString(), machine, events: n, rounds, batchSize: BATCH, rows }, null, 2)}\n`,
+  );
+  process.stderr.write(`wrote ${path.relative(process.cwd(), file)}\n`);
+}
+
+main().catch((err: unknown) => {
+  process.stderr.write(
+    `relay sweep failed: ${err instanceof Error ? (err.stack ?? err.message) : String(err)}\n`,
+  );
+  process.exit(1);
+});
