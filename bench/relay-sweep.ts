@@ -1,16 +1,17 @@
 /**
  * The relay alone, side by side in one run: OutboxRelay on both transports with batchesInFlight
- * 1 (claim, send, mark one after another), 2 (the default) and 4, against raw one-by-one sends of
+ * 1 (claim, send, mark one after another), 2 (the default) and 4, after an untimed warm-up, against raw one-by-one sends of
  * the official client with a relay batch's worth (100) in flight. Each round writes N NEW outbox
  * rows with transact (outbox delivery) and drains them with one configuration; the order of the
  * configurations is shuffled per round. Ratios are per round (relay / the same round's raw sends).
  *
  *   npm run rocketmq:start
- *   node -r ts-node/register/transpile-only bench/relay-sweep.ts [--events=3000] [--rounds=3]
+ *   node -r ts-node/register/transpile-only bench/relay-sweep.ts [--events=3000] [--rounds=3] [--only=lean x2]
  *
  * Writes bench/results/relay-sweep-<id>.json and prints a table.
  */
 import { writeFileSync } from 'node:fs';
+import { cpus } from 'node:os';
 import path from 'node:path';
 import { performance } from 'node:perf_hooks';
 import { Producer } from 'rocketmq-client-nodejs';
@@ -27,7 +28,7 @@ import {
   quietLogger,
   sleep,
 } from './lib/env';
-import { loadAverage, machineDescription } from './lib/system';
+import { brokerPid, loadAverage, machineBusyMs, machineDescription, processCpuMs } from './lib/system';
 
 const BenchEvent = defineEvent<{ key: string }>({
   eventType: 'BenchEvent',
@@ -45,6 +46,8 @@ const CONFIGS: Config[] = [
   { name: 'relay lean x4', transport: 'lean', batchesInFlight: 4 },
 ];
 const BATCH = 100;
+/** `--only=lean` keeps the configurations whose name contains it (for profiling one of them). */
+const ONLY = process.argv.find((x) => x.startsWith('--only='))?.slice('--only='.length);
 const topic = TOPICS.normal;
 
 function arg(name: string, dflt: number): number {
@@ -86,7 +89,37 @@ async function writeNewRows(ds: DataSource, tag: string, n: number): Promise<voi
   await producer.shutdown();
 }
 
-async function drain(ds: DataSource, c: Config, n: number): Promise<number> {
+interface Run {
+  eventsPerSec: number;
+  /** CPU of this Node process (user + system) per event while draining, in µs. */
+  cpuUsPerEvent: number;
+  /** CPU of the broker process per event, in µs. */
+  brokerUsPerEvent: number;
+  /** Busy CPU of the whole machine (all cores) per event, in µs; and its share of both cores. */
+  machineUsPerEvent: number;
+  machineBusyPct: number;
+}
+
+const BROKER = brokerPid();
+
+/** Starts the CPU counters; the returned function ends them for `events` over `ms`. */
+function cpuMeter(): (events: number, ms: number) => Omit<Run, 'eventsPerSec'> {
+  const own0 = process.cpuUsage();
+  const broker0 = processCpuMs(BROKER);
+  const machine0 = machineBusyMs();
+  return (events, ms) => {
+    const own = process.cpuUsage(own0);
+    const machine = machineBusyMs() - machine0;
+    return {
+      cpuUsPerEvent: (own.user + own.system) / events,
+      brokerUsPerEvent: ((processCpuMs(BROKER) - broker0) * 1000) / events,
+      machineUsPerEvent: (machine * 1000) / events,
+      machineBusyPct: (machine / ms / cpus().length) * 100,
+    };
+  };
+}
+
+async function drain(ds: DataSource, c: Config, n: number): Promise<Run> {
   const relay = new OutboxRelay({
     endpoints: ENDPOINTS,
     dataSource: ds,
@@ -100,6 +133,7 @@ async function drain(ds: DataSource, c: Config, n: number): Promise<number> {
     logger: quietLogger,
   });
   await relay.start();
+  const meter = cpuMeter();
   const t0 = performance.now();
   while (relay.stats.sent + relay.stats.dead < n) {
     if (performance.now() - t0 > 120_000)
@@ -108,11 +142,12 @@ async function drain(ds: DataSource, c: Config, n: number): Promise<number> {
   }
   const ms = performance.now() - t0;
   const { sent } = relay.stats;
+  const cpu = meter(sent, ms);
   await relay.shutdown();
-  return (sent * 1000) / ms;
+  return { eventsPerSec: (sent * 1000) / ms, ...cpu };
 }
 
-async function rawSends(tag: string, n: number): Promise<number> {
+async function rawSends(tag: string, n: number): Promise<Run> {
   const raw = new Producer({
     endpoints: ENDPOINTS,
     namespace: '',
@@ -127,6 +162,7 @@ async function rawSends(tag: string, n: number): Promise<number> {
     accessKey: undefined,
   });
   let done = 0;
+  const meter = cpuMeter();
   const t0 = performance.now();
   await Promise.all(
     Array.from({ length: BATCH }, async () => {
@@ -139,8 +175,9 @@ async function rawSends(tag: string, n: number): Promise<number> {
     }),
   );
   const ms = performance.now() - t0;
+  const cpu = meter(n, ms);
   await raw.shutdown().catch(() => undefined);
-  return (n * 1000) / ms;
+  return { eventsPerSec: (n * 1000) / ms, ...cpu };
 }
 
 const median = (xs: number[]): number => {
@@ -160,45 +197,56 @@ async function main(): Promise<void> {
   await prepareBenchDatabase();
   const ds = await openBenchDataSource(8);
   const random = seeded(Date.now() >>> 0);
-  const rates = new Map<string, number[]>(CONFIGS.map((c) => [c.name, []]));
-  const ratios = new Map<string, number[]>(CONFIGS.map((c) => [c.name, []]));
+  const configs = CONFIGS.filter(
+    (c) => ONLY === undefined || c.name.includes(ONLY) || c.transport === undefined,
+  );
+  const runs = new Map<string, Run[]>(configs.map((c) => [c.name, []]));
+  const ratios = new Map<string, number[]>(configs.map((c) => [c.name, []]));
+  const measure = async (c: Config, tag: string, count: number): Promise<Run> => {
+    if (c.transport === undefined) return rawSends(tag, count);
+    await writeNewRows(ds, tag, count);
+    return drain(ds, c, count);
+  };
   try {
+    // Warm-up (not counted): every configuration once on a fifth of the events, so JIT, pools and
+    // the broker's caches are warm before the first timed round.
+    for (const [k, c] of CONFIGS.entries())
+      await measure(c, `${id}_w_${k}`, Math.max(100, Math.trunc(n / 5)));
     for (let r = 0; r < rounds; r++) {
-      const order = [...CONFIGS];
+      const order = [...configs];
       shuffleInPlace(order, random);
       const round = new Map<string, number>();
       for (const [k, c] of order.entries()) {
-        const tag = `${id}_${r}_${k}`;
-        let eps: number;
-        if (c.transport === undefined) {
-          eps = await rawSends(tag, n);
-        } else {
-          await writeNewRows(ds, tag, n);
-          eps = await drain(ds, c, n);
-        }
-        round.set(c.name, eps);
-        rates.get(c.name)!.push(eps);
-        process.stderr.write(`  round ${r + 1}: ${c.name.padEnd(36)} ${eps.toFixed(0)} events/s\n`);
+        const run = await measure(c, `${id}_${r}_${k}`, n);
+        round.set(c.name, run.eventsPerSec);
+        runs.get(c.name)!.push(run);
+        process.stderr.write(
+          `  round ${r + 1}: ${c.name.padEnd(36)} ${run.eventsPerSec.toFixed(0)} events/s, client ${run.cpuUsPerEvent.toFixed(0)} / broker ${run.brokerUsPerEvent.toFixed(0)} / machine ${run.machineUsPerEvent.toFixed(0)} µs CPU per event, machine ${run.machineBusyPct.toFixed(0)} % busy\n`,
+        );
       }
       const raw = round.get(CONFIGS[0]!.name)!;
-      for (const c of CONFIGS) ratios.get(c.name)!.push(round.get(c.name)! / raw);
+      for (const c of configs) ratios.get(c.name)!.push(round.get(c.name)! / raw);
     }
   } finally {
     await ds.destroy();
   }
-  const rows = CONFIGS.map((c) => ({
+  const rows = configs.map((c) => ({
     config: c.name,
-    eventsPerSec: rates.get(c.name)!.map((x) => Math.round(x)),
-    medianEventsPerSec: Math.round(median(rates.get(c.name)!)),
+    eventsPerSec: runs.get(c.name)!.map((x) => Math.round(x.eventsPerSec)),
+    medianEventsPerSec: Math.round(median(runs.get(c.name)!.map((x) => x.eventsPerSec))),
+    medianCpuUsPerEvent: Math.round(median(runs.get(c.name)!.map((x) => x.cpuUsPerEvent))),
+    medianBrokerUsPerEvent: Math.round(median(runs.get(c.name)!.map((x) => x.brokerUsPerEvent))),
+    medianMachineUsPerEvent: Math.round(median(runs.get(c.name)!.map((x) => x.machineUsPerEvent))),
+    medianMachineBusyPct: Math.round(median(runs.get(c.name)!.map((x) => x.machineBusyPct))),
     medianOverRawSends: Number(median(ratios.get(c.name)!).toFixed(2)),
   }));
   const lines = [
     `relay sweep ${id}, ${n} events per configuration, ${rounds} rounds, batchSize ${BATCH}; ${machine}`,
-    '| configuration | events/s per round | median | median ratio to raw sends (per round) |',
-    '|---|---|---|---|',
+    '| configuration | events/s per round | median | CPU µs/event: client / broker / machine | machine busy | median ratio to raw sends (per round) |',
+    '|---|---|---|---|---|---|',
     ...rows.map(
       (x) =>
-        `| ${x.config} | ${x.eventsPerSec.join(', ')} | ${x.medianEventsPerSec} | ${x.medianOverRawSends.toFixed(2)}x |`,
+        `| ${x.config} | ${x.eventsPerSec.join(', ')} | ${x.medianEventsPerSec} | ${x.medianCpuUsPerEvent} / ${x.medianBrokerUsPerEvent} / ${x.medianMachineUsPerEvent} | ${x.medianMachineBusyPct} % | ${x.medianOverRawSends.toFixed(2)}x |`,
     ),
   ];
   process.stdout.write(`${lines.join('\n')}\n`);

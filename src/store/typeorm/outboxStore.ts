@@ -59,12 +59,20 @@ export class TypeOrmOutboxStore implements OutboxStore {
     // READ COMMITTED, pinned: the claim locks only the rows it takes. Under REPEATABLE READ its
     // range scan also took gap locks on idx_outbox_status_next (InnoDB), where producers insert
     // their NEW rows: the two deadlocked now and then.
+    // Two statements: the locked SELECT reads whole rows, the UPDATE leases them.
     const rows = await this.dataSource.transaction('READ COMMITTED', async (manager) => {
-      const ids = await execute<{ event_id: string }>(manager, this.sql.selectDue(topics, limit));
-      if (ids.rows.length === 0) return [];
-      const eventIds = ids.rows.map((r) => r.event_id);
-      await execute(manager, this.sql.leaseDue(eventIds, owner, leaseMs));
-      return (await execute<ClaimedRow>(manager, this.sql.readClaimed(eventIds))).rows;
+      const due = (await execute<ClaimedRow>(manager, this.sql.selectDue(topics, limit))).rows;
+      if (due.length > 0) {
+        await execute(
+          manager,
+          this.sql.leaseDue(
+            due.map((r) => r.event_id),
+            owner,
+            leaseMs,
+          ),
+        );
+      }
+      return due;
     });
     return rows.map(claimedEvent);
   }

@@ -69,7 +69,10 @@ export interface OutboxSql {
   duplicateKey(err: unknown): string | undefined;
   /** IN_FLIGHT or NEW rows of `eventIds` become SENT. */
   markConfirmed(eventIds: readonly string[]): Statement;
-  /** Due NEW rows of `topics`, oldest first, locked with FOR UPDATE SKIP LOCKED: rows of `event_id`. */
+  /**
+   * Due NEW rows of `topics`, oldest first, locked with FOR UPDATE SKIP LOCKED: ClaimedRow rows
+   * (the whole row, so the claim needs no second read; leasing changes none of its columns).
+   */
   selectDue(topics: readonly string[], limit: number): Statement;
   /** Leases claimed NEW rows to `owner` (lease_until = next_attempt_at = now + leaseMs). */
   leaseDue(eventIds: readonly string[], owner: string, leaseMs: number): Statement;
@@ -98,7 +101,7 @@ export interface OutboxSql {
   replayDead(eventIds?: readonly string[]): Statement;
 }
 
-/** A row of OutboxSql.readClaimed. */
+/** A row of OutboxSql.selectDue and OutboxSql.readClaimed. */
 export interface ClaimedRow {
   event_id: string;
   tx_id: string;

@@ -9,6 +9,8 @@ const INSERT_COLUMNS =
   ' event_type, event_version, payload, occurred_at, trace_id, status, attempts, next_attempt_at)';
 const INSERT_ROW = `(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, COALESCE(?, ${NOW}), ?, ?, 0, ${NOW})`;
 const MAX_ERROR_CHARS = 2000;
+/** The columns of a ClaimedRow. */
+const CLAIMED_COLUMNS = 'event_id, tx_id, topic, tag, `keys`, properties, payload, aggregate_id, attempts';
 
 const list = (values: readonly unknown[]): string => values.map(() => '?').join(', ') || 'NULL';
 /** now ± a parameter in microseconds. */
@@ -42,7 +44,7 @@ export const mysqlOutboxSql: OutboxSql = {
 
   selectDue(topics, limit) {
     return stmt(
-      `SELECT event_id FROM outbox_event
+      `SELECT ${CLAIMED_COLUMNS} FROM outbox_event
        WHERE status = 'NEW' AND next_attempt_at <= ${NOW} AND topic IN (${list(topics)})
        ORDER BY next_attempt_at, event_id LIMIT ${Math.trunc(limit)} FOR UPDATE SKIP LOCKED`,
       topics,
@@ -82,7 +84,7 @@ export const mysqlOutboxSql: OutboxSql = {
 
   readClaimed(eventIds) {
     return stmt(
-      `SELECT event_id, tx_id, topic, tag, \`keys\`, properties, payload, aggregate_id, attempts
+      `SELECT ${CLAIMED_COLUMNS}
        FROM outbox_event WHERE event_id IN (${list(eventIds)})
        ORDER BY next_attempt_at, event_id`,
       eventIds,

@@ -11,6 +11,8 @@ const INSERT_COLUMNS =
   ' event_type, event_version, payload, occurred_at, trace_id, status, attempts, next_attempt_at)';
 const FIELDS_PER_ROW = 15;
 const MAX_ERROR_CHARS = 2000;
+/** The columns of a ClaimedRow. */
+const CLAIMED_COLUMNS = 'event_id, tx_id, topic, tag, keys, properties, payload, aggregate_id, attempts';
 
 /** now ± parameter n, in milliseconds. */
 const plus = (sign: '+' | '-', n: number): string =>
@@ -54,7 +56,7 @@ export const postgresOutboxSql: OutboxSql = {
 
   selectDue(topics, limit) {
     return stmt(
-      `SELECT event_id FROM outbox_event
+      `SELECT ${CLAIMED_COLUMNS} FROM outbox_event
        WHERE status = 'NEW' AND next_attempt_at <= ${NOW} AND topic = ANY($1::text[])
        ORDER BY next_attempt_at, event_id LIMIT ${Math.trunc(limit)} FOR UPDATE SKIP LOCKED`,
       [[...topics]],
@@ -95,7 +97,7 @@ export const postgresOutboxSql: OutboxSql = {
 
   readClaimed(eventIds) {
     return stmt(
-      `SELECT event_id, tx_id, topic, tag, keys, properties, payload, aggregate_id, attempts
+      `SELECT ${CLAIMED_COLUMNS}
        FROM outbox_event WHERE event_id = ANY($1::bpchar[])
        ORDER BY next_attempt_at, event_id`,
       [[...eventIds]],
