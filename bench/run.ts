@@ -132,7 +132,7 @@ function parseArgs(argv: string[]): Settings {
     scalingConcurrency: 16,
     scalingRounds: num('scaling-rounds', quick ? 1 : 2),
     checkBackN: num('checkback', quick ? 100 : 1000),
-    relayN: num('relay', quick ? 500 : 3000),
+    relayN: num('relay', quick ? 2000 : 4000),
     memoryTx: num('memory', quick ? 3000 : 100_000),
     memoryConcurrency: 64,
     profile: argv.includes('--profile'),
