@@ -14,27 +14,12 @@ import { writeFileSync } from 'node:fs';
 import { cpus } from 'node:os';
 import path from 'node:path';
 import { performance } from 'node:perf_hooks';
-import { Producer } from 'rocketmq-client-nodejs';
 import type { DataSource } from 'typeorm';
-import { OutboxRelay, TransactionalProducer, defineEvent } from '../src';
-import { startClient } from '../src/broker/startup';
+import { OutboxRelay } from '../src';
 import { seeded, shuffleInPlace } from '../src/testing/random';
-import {
-  ENDPOINTS,
-  GROUPS,
-  TOPICS,
-  openBenchDataSource,
-  prepareBenchDatabase,
-  quietLogger,
-  sleep,
-} from './lib/env';
+import { ENDPOINTS, TOPICS, openBenchDataSource, prepareBenchDatabase, quietLogger, sleep } from './lib/env';
+import { rawSends, startRawProducer, writeNewOutboxRows } from './lib/outboxRows';
 import { brokerPid, loadAverage, machineBusyMs, machineDescription, processCpuMs } from './lib/system';
-
-const BenchEvent = defineEvent<{ key: string }>({
-  eventType: 'BenchEvent',
-  eventVersion: 1,
-  aggregateType: 'BenchAggregate',
-});
 
 type Config = { name: string; transport?: 'official' | 'lean'; batchesInFlight?: number };
 const CONFIGS: Config[] = [
@@ -56,37 +41,6 @@ function arg(name: string, dflt: number): number {
   if (!Number.isInteger(n) || n < 1)
     throw new Error(`--${name} must be a positive integer, got ${String(n)}`);
   return n;
-}
-
-async function writeNewRows(ds: DataSource, tag: string, n: number): Promise<void> {
-  const producer = new TransactionalProducer({
-    endpoints: ENDPOINTS,
-    dataSource: ds,
-    producerGroup: GROUPS.relay,
-    topics: [topic],
-    delivery: 'outbox',
-    startTimeoutMs: 30_000,
-    logger: quietLogger,
-  });
-  await producer.start();
-  let next = 0;
-  await Promise.all(
-    Array.from({ length: 16 }, async () => {
-      while (next < n) {
-        const key = `${tag}-${next++}`;
-        await producer.transact(
-          {
-            topic,
-            tag,
-            keys: [key],
-            event: BenchEvent.create({ aggregateId: key, aggregateVersion: 1, data: { key } }),
-          },
-          async () => undefined,
-        );
-      }
-    }),
-  );
-  await producer.shutdown();
 }
 
 interface Run {
@@ -147,33 +101,11 @@ async function drain(ds: DataSource, c: Config, n: number): Promise<Run> {
   return { eventsPerSec: (sent * 1000) / ms, ...cpu };
 }
 
-async function rawSends(tag: string, n: number): Promise<Run> {
-  const raw = new Producer({
-    endpoints: ENDPOINTS,
-    namespace: '',
-    topics: [topic],
-    requestTimeout: 3000,
-    logger: quietLogger,
-  });
-  await startClient(raw, 30_000, {
-    what: 'producer',
-    endpoints: ENDPOINTS,
-    resource: 'bench topics',
-    accessKey: undefined,
-  });
-  let done = 0;
+async function measureRawSends(tag: string, n: number): Promise<Run> {
+  const raw = await startRawProducer(topic);
   const meter = cpuMeter();
   const t0 = performance.now();
-  await Promise.all(
-    Array.from({ length: BATCH }, async () => {
-      while (done < n) {
-        const i = done++;
-        await raw
-          .send({ topic, tag, keys: [`${tag}-${i}`], body: Buffer.from(JSON.stringify({ i })) })
-          .catch(() => undefined);
-      }
-    }),
-  );
+  await rawSends(raw, topic, tag, n, BATCH);
   const ms = performance.now() - t0;
   const cpu = meter(n, ms);
   await raw.shutdown().catch(() => undefined);
@@ -203,8 +135,8 @@ async function main(): Promise<void> {
   const runs = new Map<string, Run[]>(configs.map((c) => [c.name, []]));
   const ratios = new Map<string, number[]>(configs.map((c) => [c.name, []]));
   const measure = async (c: Config, tag: string, count: number): Promise<Run> => {
-    if (c.transport === undefined) return rawSends(tag, count);
-    await writeNewRows(ds, tag, count);
+    if (c.transport === undefined) return measureRawSends(tag, count);
+    await writeNewOutboxRows(ds, topic, tag, `${tag}-`, count);
     return drain(ds, c, count);
   };
   try {

@@ -4,12 +4,11 @@
  * consuming the events the relay delivered (each in its own consumer group).
  */
 import { performance } from 'node:perf_hooks';
-import { Producer } from 'rocketmq-client-nodejs';
 import type { DataSource } from 'typeorm';
-import { IdempotentConsumer, OutboxRelay, TransactionalProducer, defineEvent, on } from '../../src';
-import { startClient } from '../../src/broker/startup';
+import { IdempotentConsumer, OutboxRelay, on } from '../../src';
 import { Collector } from '../lib/collector';
-import { ENDPOINTS, GROUPS, quietLogger, sleep } from '../lib/env';
+import { ENDPOINTS, sleep } from '../lib/env';
+import { BenchEvent, rawSends, startRawProducer, writeNewOutboxRows } from '../lib/outboxRows';
 
 interface RelayRun {
   elapsedMs: number;
@@ -32,12 +31,6 @@ export interface RelayConsumerReport {
   idempotentConsumer: { elapsedMs: number; eventsPerSec: number; handled: number; concurrency: number };
   idempotentOverRaw: number;
 }
-
-const BenchEvent = defineEvent<{ key: string }>({
-  eventType: 'BenchEvent',
-  eventVersion: 1,
-  aggregateType: 'BenchAggregate',
-});
 
 const rate = (count: number, ms: number): number => (count * 1000) / ms;
 
@@ -80,39 +73,8 @@ export async function relayConsumerPhase(
   await sleep(6000);
   await register.shutdown();
 
-  // NEW outbox rows, written by transact in outbox delivery (16 at a time); resolves with their keys.
-  const writeNewRows = async (rowTag: string, prefix: string, count = n): Promise<string[]> => {
-    const producer = new TransactionalProducer({
-      endpoints: ENDPOINTS,
-      dataSource: ds,
-      producerGroup: GROUPS.relay,
-      topics: [topic],
-      delivery: 'outbox',
-      startTimeoutMs: 30_000,
-    });
-    await producer.start();
-    const written: string[] = [];
-    let next = 0;
-    await Promise.all(
-      Array.from({ length: 16 }, async () => {
-        while (next < count) {
-          const key = `${tag}-${prefix}${next++}`;
-          await producer.transact(
-            {
-              topic,
-              tag: rowTag,
-              keys: [key],
-              event: BenchEvent.create({ aggregateId: key, aggregateVersion: 1, data: { key } }),
-            },
-            async () => undefined,
-          );
-          written.push(key);
-        }
-      }),
-    );
-    await producer.shutdown();
-    return written;
-  };
+  const writeNewRows = (rowTag: string, prefix: string, count = n): Promise<string[]> =>
+    writeNewOutboxRows(ds, topic, rowTag, `${tag}-${prefix}`, count);
 
   const batchSize = 100;
   // An OutboxRelay over the given transport draining the n NEW rows just written.
@@ -158,52 +120,13 @@ export async function relayConsumerPhase(
     ? (await writeNewRows(`${tag}L`, 'lv'), await drainWithRelay('lean'))
     : undefined;
 
-  // The same number of normal messages with the raw client, as many in flight as a relay batch.
-  const raw = new Producer({
-    endpoints: ENDPOINTS,
-    namespace: '',
-    topics: [topic],
-    requestTimeout: 3000,
-    logger: quietLogger,
-  });
-  await startClient(raw, 30_000, {
-    what: 'producer',
-    endpoints: ENDPOINTS,
-    resource: 'bench topics',
-    accessKey: undefined,
-  });
-  let warmed = 0;
-  await Promise.all(
-    Array.from({ length: batchSize }, async () => {
-      while (warmed < warmN) {
-        const i = warmed++;
-        await raw
-          .send({ topic, tag: `${tag}W`, keys: [`${tag}-ws${i}`], body: Buffer.from(JSON.stringify({ i })) })
-          .catch(() => undefined);
-      }
-    }),
-  );
-  let sent = 0;
-  let errors = 0;
+  // The same number of normal messages with the raw client, as many in flight as a relay batch
+  // (after as many untimed sends as the relays' warm-up).
+  const raw = await startRawProducer(topic);
+  await rawSends(raw, topic, `${tag}W`, warmN, batchSize);
   const s0 = performance.now();
-  await Promise.all(
-    Array.from({ length: batchSize }, async () => {
-      while (sent + errors < n) {
-        const i = sent + errors;
-        try {
-          await raw.send({
-            topic,
-            tag: `${tag}S`,
-            keys: [`${tag}-s${i}`],
-            body: Buffer.from(JSON.stringify({ i })),
-          });
-          sent++;
-        } catch {
-          errors++;
-        }
-      }
-    }),
-  );
+  const errors = await rawSends(raw, topic, `${tag}S`, n, batchSize);
+  const sent = n - errors;
   const rawSendMs = performance.now() - s0;
   await raw.shutdown().catch(() => undefined);
 

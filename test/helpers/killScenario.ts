@@ -14,6 +14,7 @@ import { Collector, type Received } from './collector';
 import { ensureSchema, openDataSource, sql } from './db';
 import { waitFor } from './env';
 import { makeProducer } from './producer';
+import { seeded } from '../../src/testing/random';
 
 export interface KillScenarioOptions {
   endpoints: string;
@@ -66,18 +67,6 @@ export interface KillReport {
 }
 
 const CHILD = path.join(__dirname, 'kill-child.ts');
-
-/** mulberry32: a small seeded generator, so a schedule can be replayed with --seed. */
-function seeded(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
 
 export interface Instance {
   child: ChildProcess;

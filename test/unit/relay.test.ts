@@ -46,6 +46,21 @@ function relayWith(store: FakeOutboxStore, gateway: FakeGateway, extra: Record<s
   );
 }
 
+/** A gateway whose sends wait until release(); pending() counts the sends begun. */
+function blockedGateway() {
+  const gateway = new FakeGateway(new Journal());
+  const send = gateway.send.bind(gateway);
+  let release!: () => void;
+  const blocked = new Promise<void>((resolve) => (release = resolve));
+  let begun = 0;
+  gateway.send = async (m) => {
+    begun++;
+    await blocked;
+    return send(m);
+  };
+  return { gateway, release, pending: () => begun };
+}
+
 describe('OutboxRelay (fakes)', () => {
   it('sends a normal topic plainly, a TRANSACTION topic as half + immediate commit, FIFO with messageGroup = aggregateId', async () => {
     const store = new FakeOutboxStore();
@@ -144,16 +159,7 @@ describe('OutboxRelay (fakes)', () => {
       let claims = 0;
       const claim = store.claim.bind(store);
       store.claim = (o) => (claims++, claim(o));
-      const gateway = new FakeGateway(new Journal());
-      const send = gateway.send.bind(gateway);
-      let release!: () => void;
-      const blocked = new Promise<void>((resolve) => (release = resolve));
-      let pending = 0;
-      gateway.send = async (m) => {
-        pending++;
-        await blocked;
-        return send(m);
-      };
+      const { gateway, release, pending } = blockedGateway();
       const relay = relayWith(store, gateway, {
         batchSize: 2,
         batchesInFlight,
@@ -161,14 +167,14 @@ describe('OutboxRelay (fakes)', () => {
         reconcileDiscarded: false,
       });
       await relay.start();
-      await waitFor(() => pending === 2 * claimsWhileBlocked, {
+      await waitFor(() => pending() === 2 * claimsWhileBlocked, {
         intervalMs: 5,
         description: 'sends in flight',
       });
       // Give the loop room to claim more than it may; it must not.
       await new Promise((resolve) => setTimeout(resolve, 50));
       expect(claims).toBe(claimsWhileBlocked);
-      expect(pending).toBe(2 * claimsWhileBlocked);
+      expect(pending()).toBe(2 * claimsWhileBlocked);
       release();
       await waitFor(() => relay.stats.sent === 5, { intervalMs: 5, description: 'all five sent' });
       await relay.shutdown();
@@ -180,19 +186,10 @@ describe('OutboxRelay (fakes)', () => {
   it('shutdown during a blocked batch waits for it to be sent and marked', async () => {
     const store = new FakeOutboxStore();
     await store.insertEvents({} as EntityManager, [row('x', 'normal'), row('y', 'normal')]);
-    const gateway = new FakeGateway(new Journal());
-    const send = gateway.send.bind(gateway);
-    let release!: () => void;
-    const blocked = new Promise<void>((resolve) => (release = resolve));
-    let pending = 0;
-    gateway.send = async (m) => {
-      pending++;
-      await blocked;
-      return send(m);
-    };
+    const { gateway, release, pending } = blockedGateway();
     const relay = relayWith(store, gateway, { batchSize: 1, batchesInFlight: 2, reconcileDiscarded: false });
     await relay.start();
-    await waitFor(() => pending === 2, { intervalMs: 5, description: 'two batches in flight' });
+    await waitFor(() => pending() === 2, { intervalMs: 5, description: 'two batches in flight' });
     const stopped = relay.shutdown();
     setTimeout(release, 20);
     await stopped;
