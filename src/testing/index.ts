@@ -39,3 +39,4 @@ export {
   type ConsumerChaosReport,
   type ConsumerChaosWindowReport,
 } from './chaos/runConsumerChaos';
+export type { ChaosRunnerOptions } from './chaos/killLoop';

@@ -10,7 +10,7 @@ import {
   type TransactionalProducer,
 } from '../../src';
 import { RocketMqConsumerGateway } from '../../src/broker/RocketMqConsumerGateway';
-import type { ConsumerGateway } from '../../src/broker/consumerGateway';
+import { withAck, type ConsumerGateway } from '../../src/broker/consumerGateway';
 import { Collector } from '../helpers/collector';
 import { ensureSchema, lockWaitingStatements, openDataSource, sql } from '../helpers/db';
 import { ENDPOINTS, waitFor } from '../helpers/env';
@@ -356,17 +356,3 @@ describe('IdempotentConsumer against the real broker and MariaDB', () => {
     return collector!;
   }
 });
-
-function withAck(real: ConsumerGateway, ack: ConsumerGateway['ack']): ConsumerGateway {
-  return {
-    start: () => real.start(),
-    receive: (max) => real.receive(max),
-    ack,
-    retryLater: (m, d) => real.retryLater(m, d),
-    deadLetter: (m) => real.deadLetter(m),
-    shutdown: () => real.shutdown(),
-    get maxDeliveryAttempts() {
-      return real.maxDeliveryAttempts;
-    },
-  };
-}

@@ -1,21 +1,11 @@
 import * as path from 'node:path';
-import { InvalidOptionError } from '../../src';
 import { resolveConsumerChaosOptions } from '../../src/testing/chaos/runConsumerChaos';
 import { resolveProducerChaosOptions } from '../../src/testing/chaos/runProducerChaos';
 import { runCli } from './fakes/cli';
+import { optionError } from '../helpers/optionError';
 
 const MODULE = path.join(__dirname, '../../samples/order-service/chaos-consumer-target.ts');
 const base = { module: MODULE, endpoints: '127.0.0.1:8081', topic: 'orders_tx' };
-
-function optionError(fn: () => unknown): InvalidOptionError {
-  try {
-    fn();
-  } catch (err) {
-    expect(err).toBeInstanceOf(InvalidOptionError);
-    return err as InvalidOptionError;
-  }
-  throw new Error('no error thrown');
-}
 
 describe('consumer chaos options', () => {
   it('defaults: a fresh group, every consumer window, 5 events per round, 2 processes', () => {
@@ -58,31 +48,15 @@ describe('consumer chaos options', () => {
 
 describe('rocketmq-tx chaos --consumer (command line)', () => {
   it('refuses producer-only flags with --consumer and consumer-only flags without it (exit 2)', async () => {
-    const withConsumer = await runCli([
-      'chaos',
-      '--consumer',
-      '--module',
-      MODULE,
-      '--topic',
-      't',
-      '--check-horizon',
-      '5s',
-    ]);
+    const consumerCli = (...flags: string[]) =>
+      runCli(['chaos', '--consumer', '--module', MODULE, '--topic', 't', ...flags]);
+    const withConsumer = await consumerCli('--check-horizon', '5s');
     expect(withConsumer.code).toBe(2);
     expect(withConsumer.stderr).toContain('--check-horizon is not used with --consumer');
     const without = await runCli(['chaos', '--module', MODULE, '--topic', 't', '--events-per-round', '3']);
     expect(without.code).toBe(2);
     expect(without.stderr).toContain('--events-per-round needs --consumer');
-    const badWindow = await runCli([
-      'chaos',
-      '--consumer',
-      '--module',
-      MODULE,
-      '--topic',
-      't',
-      '--windows',
-      'in-work',
-    ]);
+    const badWindow = await consumerCli('--windows', 'in-work');
     expect(badWindow.code).toBe(2);
     expect(badWindow.stderr).toContain('in-handler');
   });

@@ -5,13 +5,13 @@ import {
   AuthenticationError,
   AuthorizationError,
   BrokerUnavailableError,
-  InvalidOptionError,
   RocketMqTxError,
   TlsError,
 } from '../../src';
 import { classifySecurityError, mapSendError } from '../../src/broker/errors';
 import { CustomCa, useCustomCa } from '../../src/broker/tls';
 import { resolveTls } from '../../src/util/clientOptions';
+import { optionError } from '../helpers/optionError';
 
 /** A self-signed EC certificate (openssl req -x509, valid until 2126): a CA to trust, nothing secret. */
 const CA_PEM = `-----BEGIN CERTIFICATE-----
@@ -26,16 +26,6 @@ hkjOPQQDAgNHADBEAiAgOni9I2R6ptlBnVuHg5gFQ06ZIkWd0AlBTqhP1F4zgwIg
 LwvoE22PH4F4cx3lW1t+6m0kIFS2G0N1Xr2vXSH2kQI=
 -----END CERTIFICATE-----
 `;
-
-function optionError(fn: () => unknown): InvalidOptionError {
-  try {
-    fn();
-  } catch (err) {
-    expect(err).toBeInstanceOf(InvalidOptionError);
-    return err as InvalidOptionError;
-  }
-  throw new Error('expected an InvalidOptionError');
-}
 
 describe('tls option', () => {
   const dir = mkdtempSync(path.join(tmpdir(), 'rmqtx-tls-'));

@@ -2,13 +2,36 @@ import { InvalidOptionError } from '../../errors';
 import { requireResourceName, RESOURCE_NAME_RE } from '../../util/clientOptions';
 import { optionalInt, requireEndpoints, requireString } from '../../util/validate';
 import { kill, sleep, type Child } from './child';
-import type { Round } from './schedule';
+import { resolveDelay, type Round } from './schedule';
 import { resolveModulePath } from './target';
 
 /** Kills per window, and how many reached their window before the kill. */
 export interface KillCount {
   kills: number;
   reached: number;
+}
+
+/** The options both crash-window runners take (runProducerChaos, runConsumerChaos). */
+export interface ChaosRunnerOptions {
+  /** Path of your module (see ChaosProducerTarget, ChaosConsumerTarget). */
+  module: string;
+  /** RocketMQ 5 proxy endpoints. */
+  endpoints: string;
+  namespace?: string;
+  /** SIGKILLs in all. Default 50. */
+  rounds?: number;
+  /** Seed of the schedule (window order, random delays). Default: time-based (printed). */
+  seed?: number;
+  /** Processes alive at once. Default 2. */
+  parallel?: number;
+  /** The random kill's delay after the process is ready, [min, max] ms. Default [200, 2500]. */
+  randomDelayMs?: readonly [number, number];
+  /** Give up waiting for a named window after this long, then kill anyway (counted as not reached). Default 20000. */
+  windowTimeoutMs?: number;
+  /** Stop waiting (for delivery, or for every effect) after this long without progress. Default 120000. */
+  settleTimeoutMs?: number;
+  /** Progress lines while it runs. */
+  onProgress?: (line: string) => void;
 }
 
 /** The options both runners share, resolved. */
@@ -20,6 +43,7 @@ export interface RunnerBase {
   rounds: number;
   seed: number;
   parallel: number;
+  randomDelayMs: [number, number];
   windowTimeoutMs: number;
   settleTimeoutMs: number;
   log: (line: string) => void;
@@ -33,6 +57,7 @@ export const RUNNER_BASE_KEYS = [
   'rounds',
   'seed',
   'parallel',
+  'randomDelayMs',
   'windowTimeoutMs',
   'settleTimeoutMs',
   'onProgress',
@@ -51,6 +76,7 @@ export function resolveRunnerBase(o: Record<string, unknown>): RunnerBase {
     rounds: optionalInt('rounds', o.rounds, 50, 1, 1_000_000),
     seed: optionalInt('seed', o.seed, Date.now() % 2 ** 31, 0, 2 ** 32 - 1),
     parallel: optionalInt('parallel', o.parallel, 2, 1, 64),
+    randomDelayMs: resolveDelay('randomDelayMs', o.randomDelayMs, [200, 2500]),
     windowTimeoutMs: optionalInt('windowTimeoutMs', o.windowTimeoutMs, 20_000, 100, 3_600_000),
     settleTimeoutMs: optionalInt('settleTimeoutMs', o.settleTimeoutMs, 120_000, 1000, 86_400_000),
     log: (o.onProgress as ((line: string) => void) | undefined) ?? (() => undefined),

@@ -6,39 +6,28 @@ import { optionalInt, rejectUnknownKeys, requireObject } from '../../util/valida
 import { uuidv7 } from '../../util/uuidv7';
 import { entryPoint, forkChild, kill, sleep, type Child } from './child';
 import type { ConsumerChildConfig } from './consumerChild';
-import { resolveRunnerBase, runKillLoop, RUNNER_BASE_KEYS, textTable, type RunnerBase } from './killLoop';
+import {
+  resolveRunnerBase,
+  runKillLoop,
+  RUNNER_BASE_KEYS,
+  textTable,
+  type ChaosRunnerOptions,
+  type RunnerBase,
+} from './killLoop';
 import { CONSUMER_WINDOWS, type ConsumerWindow } from './protocol';
-import { resolveDelay, resolveWindows, schedule } from './schedule';
+import { resolveWindows, schedule } from './schedule';
 import { CONSUMER_TARGET_FUNCTIONS, loadTarget, type ChaosConsumerTarget } from './target';
 
-export interface ConsumerChaosOptions {
-  /** Path of your module (see ChaosConsumerTarget). */
-  module: string;
-  /** RocketMQ 5 proxy endpoints. */
-  endpoints: string;
-  namespace?: string;
+/** ChaosRunnerOptions (module: see ChaosConsumerTarget; parallel: consumer processes) and: */
+export interface ConsumerChaosOptions extends ChaosRunnerOptions {
   /** A TRANSACTION topic: the runner publishes your events there with a TransactionalProducer. */
   topic: string;
   /** Consumer group of the run. Default a fresh one per run (rmqtx_chaos_c_<id>), so runs do not mix. */
   consumerGroup?: string;
-  /** SIGKILLs in all. Default 50. */
-  rounds?: number;
-  /** Seed of the schedule (window order, random delays). Default: time-based (printed). */
-  seed?: number;
   /** Windows to kill in (default all three, in turn). */
   windows?: readonly ConsumerWindow[];
-  /** Consumer processes alive at once. Default 2. */
-  parallel?: number;
   /** Events published before each round's process is forked. Default 5. */
   eventsPerRound?: number;
-  /** The random kill's delay after the process is ready, [min, max] ms. Default [200, 2500]. */
-  randomDelayMs?: readonly [number, number];
-  /** Give up waiting for a named window after this long, then kill anyway (counted as not reached). Default 20000. */
-  windowTimeoutMs?: number;
-  /** Stop waiting for every effect after this long without progress. Default 120000. */
-  settleTimeoutMs?: number;
-  /** Progress lines while it runs. */
-  onProgress?: (line: string) => void;
 }
 
 export interface ConsumerChaosWindowReport {
@@ -97,13 +86,12 @@ async function bounded<T>(p: Promise<T>, ms: number, what: string): Promise<T> {
   }
 }
 
-const KNOWN = [...RUNNER_BASE_KEYS, 'consumerGroup', 'windows', 'eventsPerRound', 'randomDelayMs'];
+const KNOWN = [...RUNNER_BASE_KEYS, 'consumerGroup', 'windows', 'eventsPerRound'];
 
 interface Resolved extends RunnerBase {
   consumerGroup: string;
   windows: ConsumerWindow[];
   eventsPerRound: number;
-  randomDelayMs: [number, number];
 }
 
 export function resolveConsumerChaosOptions(input: unknown): Resolved {
@@ -117,7 +105,6 @@ export function resolveConsumerChaosOptions(input: unknown): Resolved {
         : requireResourceName('consumerGroup', o.consumerGroup),
     windows: resolveWindows('windows', o.windows, CONSUMER_WINDOWS),
     eventsPerRound: optionalInt('eventsPerRound', o.eventsPerRound, 5, 1, 1000),
-    randomDelayMs: resolveDelay('randomDelayMs', o.randomDelayMs, [200, 2500]),
   };
 }
 

@@ -8,49 +8,38 @@ import { requireResourceName } from '../../util/clientOptions';
 import { optionalInt, rejectUnknownKeys, requireObject } from '../../util/validate';
 import { uuidv7 } from '../../util/uuidv7';
 import { entryPoint, forkChild, kill, sleep, type Child } from './child';
-import { resolveRunnerBase, runKillLoop, RUNNER_BASE_KEYS, textTable, type RunnerBase } from './killLoop';
+import {
+  resolveRunnerBase,
+  runKillLoop,
+  RUNNER_BASE_KEYS,
+  textTable,
+  type ChaosRunnerOptions,
+  type RunnerBase,
+} from './killLoop';
 import type { ProducerChildConfig } from './producerChild';
 import { PRODUCER_WINDOWS, type ProducerWindow } from './protocol';
-import { resolveDelay, resolveWindows, schedule } from './schedule';
+import { resolveWindows, schedule } from './schedule';
 import { tallyChaos, type ChaosWindowReport } from './tally';
 import { loadTarget, type ChaosProducerTarget } from './target';
 
-export interface ProducerChaosOptions {
-  /** Path of your module (see ChaosProducerTarget). */
-  module: string;
-  /** RocketMQ 5 proxy endpoints. */
-  endpoints: string;
-  namespace?: string;
+/** ChaosRunnerOptions (module: see ChaosProducerTarget) and: */
+export interface ProducerChaosOptions extends ChaosRunnerOptions {
   /** The TRANSACTION topic your transaction publishes to (the producers declare it). */
   topic: string;
   /** Producer group of the run. Default a fresh one per run (rmqtx_chaos_<id>), so runs do not mix. */
   producerGroup?: string;
-  /** SIGKILLs in all. Default 50. */
-  rounds?: number;
-  /** Seed of the schedule (window order, random delays). Default: time-based (printed). */
-  seed?: number;
   /** Windows to kill in (default all five, in turn). */
   windows?: readonly ProducerWindow[];
-  /** Processes alive at once. Default 2. */
-  parallel?: number;
   /** Business transactions in flight per process. Default 2. */
   concurrency?: number;
-  /** The random kill's delay after the process is ready, [min, max] ms. Default [200, 2500]. */
-  randomDelayMs?: readonly [number, number];
-  /** Give up waiting for a named window after this long, then kill anyway (counted as not reached). Default 20000. */
-  windowTimeoutMs?: number;
   /** Wait at least this long after the last kill (the broker's check-back horizon: in-doubt halves may still be checked). Default 20000. */
   checkHorizonMs?: number;
-  /** Stop waiting for delivery after this long without progress. Default 120000. */
-  settleTimeoutMs?: number;
   /**
    * The survivor's discard recovery horizon (see DiscardRecoveryOptions.horizonMs). Default
    * checkHorizonMs + 5000: a half message the broker discarded (its checks went to killed or
    * frozen processes) is republished within the run, not after the producer's default 20 min.
    */
   recoveryHorizonMs?: number;
-  /** Progress lines while it runs. */
-  onProgress?: (line: string) => void;
 }
 
 export type { ChaosWindowReport } from './tally';
@@ -75,7 +64,6 @@ const KNOWN = [
   'producerGroup',
   'windows',
   'concurrency',
-  'randomDelayMs',
   'checkHorizonMs',
   'recoveryHorizonMs',
 ];
@@ -84,7 +72,6 @@ interface Resolved extends RunnerBase {
   producerGroup: string;
   windows: ProducerWindow[];
   concurrency: number;
-  randomDelayMs: [number, number];
   checkHorizonMs: number;
   recoveryHorizonMs: number;
 }
@@ -104,7 +91,6 @@ export function resolveProducerChaosOptions(input: unknown): Resolved {
         : requireResourceName('producerGroup', o.producerGroup),
     windows: resolveWindows('windows', o.windows, PRODUCER_WINDOWS),
     concurrency: optionalInt('concurrency', o.concurrency, 2, 1, 64),
-    randomDelayMs: resolveDelay('randomDelayMs', o.randomDelayMs, [200, 2500]),
     checkHorizonMs,
     recoveryHorizonMs: optionalInt(
       'recoveryHorizonMs',
