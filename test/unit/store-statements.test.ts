@@ -44,7 +44,6 @@ function outboxStatements(sql: OutboxSql): Record<string, Statement> {
       producerGroup: 'g',
     }),
     leaseUnconfirmed: sql.leaseUnconfirmed(['a'], 'owner', 1000),
-    readClaimed: sql.readClaimed(['a', 'b']),
     releaseUnconfirmed: sql.releaseUnconfirmed('a', 'owner', 'err', 10),
     markSent: sql.markSent('a'),
     markSentMany: sql.markSentMany(['a', 'b']),

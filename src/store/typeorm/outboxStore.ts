@@ -10,7 +10,7 @@ import type {
 import { dialectFor, type Dialect, type DialectName } from './dialect';
 import { mysqlOutboxSql } from './mysql/outboxSql';
 import { postgresOutboxSql } from './postgres/outboxSql';
-import { execute, type ClaimedRow, type OutboxSql } from './statements';
+import { execute, type ClaimedRow, type OutboxSql, type Statement } from './statements';
 
 const OUTBOX_SQL: Record<DialectName, OutboxSql> = { mysql: mysqlOutboxSql, postgres: postgresOutboxSql };
 
@@ -55,29 +55,13 @@ export class TypeOrmOutboxStore implements OutboxStore {
     await execute(this.dataSource, this.sql.markConfirmed(eventIds));
   }
 
-  async claim({ limit, leaseMs, owner, topics }: ClaimOptions): Promise<ClaimedOutboxEvent[]> {
-    // READ COMMITTED, pinned: the claim locks only the rows it takes. Under REPEATABLE READ its
-    // range scan also took gap locks on idx_outbox_status_next (InnoDB), where producers insert
-    // their NEW rows: the two deadlocked now and then.
-    // Two statements: the locked SELECT reads whole rows, the UPDATE leases them.
-    const rows = await this.dataSource.transaction('READ COMMITTED', async (manager) => {
-      const due = (await execute<ClaimedRow>(manager, this.sql.selectDue(topics, limit))).rows;
-      if (due.length > 0) {
-        await execute(
-          manager,
-          this.sql.leaseDue(
-            due.map((r) => r.event_id),
-            owner,
-            leaseMs,
-          ),
-        );
-      }
-      return due;
-    });
-    return rows.map(claimedEvent);
+  claim({ limit, leaseMs, owner, topics }: ClaimOptions): Promise<ClaimedOutboxEvent[]> {
+    return this.lockAndLease(this.sql.selectDue(topics, limit), (ids) =>
+      this.sql.leaseDue(ids, owner, leaseMs),
+    );
   }
 
-  async claimUnconfirmed({
+  claimUnconfirmed({
     producerGroup,
     horizonMs,
     limit,
@@ -85,16 +69,26 @@ export class TypeOrmOutboxStore implements OutboxStore {
     owner,
     topics,
   }: ClaimUnconfirmedOptions): Promise<ClaimedOutboxEvent[]> {
-    // READ COMMITTED, as the relay's claim: record locks only, no gap locks where producers insert.
+    return this.lockAndLease(this.sql.selectUnconfirmed({ horizonMs, topics, limit, producerGroup }), (ids) =>
+      this.sql.leaseUnconfirmed(ids, owner, leaseMs),
+    );
+  }
+
+  /**
+   * One claim transaction of two statements: `select` locks the rows it returns (whole
+   * ClaimedRows, FOR UPDATE SKIP LOCKED), `lease` leases them (it changes none of their columns).
+   * READ COMMITTED, pinned: the claim locks only the rows it takes. Under REPEATABLE READ its
+   * range scan also took gap locks on idx_outbox_status_next (InnoDB), where producers insert
+   * their NEW rows: the two deadlocked now and then.
+   */
+  private async lockAndLease(
+    select: Statement,
+    lease: (eventIds: string[]) => Statement,
+  ): Promise<ClaimedOutboxEvent[]> {
     const rows = await this.dataSource.transaction('READ COMMITTED', async (manager) => {
-      const ids = await execute<{ event_id: string }>(
-        manager,
-        this.sql.selectUnconfirmed({ horizonMs, topics, limit, producerGroup }),
-      );
-      if (ids.rows.length === 0) return [];
-      const eventIds = ids.rows.map((r) => r.event_id);
-      await execute(manager, this.sql.leaseUnconfirmed(eventIds, owner, leaseMs));
-      return (await execute<ClaimedRow>(manager, this.sql.readClaimed(eventIds))).rows;
+      const locked = (await execute<ClaimedRow>(manager, select)).rows;
+      if (locked.length > 0) await execute(manager, lease(locked.map((r) => r.event_id)));
+      return locked;
     });
     return rows.map(claimedEvent);
   }

@@ -78,7 +78,7 @@ export interface OutboxSql {
   leaseDue(eventIds: readonly string[], owner: string, leaseMs: number): Statement;
   /**
    * IN_FLIGHT rows older than `horizonMs`, not leased, of `topics`, whose transaction committed
-   * (of `producerGroup` only, when given), locked with FOR UPDATE SKIP LOCKED: rows of `event_id`.
+   * (of `producerGroup` only, when given), locked with FOR UPDATE SKIP LOCKED: ClaimedRow rows.
    */
   selectUnconfirmed(options: {
     horizonMs: number;
@@ -88,8 +88,6 @@ export interface OutboxSql {
   }): Statement;
   /** Leases claimed IN_FLIGHT rows to `owner` (lease_until = now + leaseMs; they stay IN_FLIGHT). */
   leaseUnconfirmed(eventIds: readonly string[], owner: string, leaseMs: number): Statement;
-  /** The rows just leased, in claim order (see ClaimedRow). */
-  readClaimed(eventIds: readonly string[]): Statement;
   releaseUnconfirmed(eventId: string, owner: string, error: string, retryInMs: number): Statement;
   markSent(eventId: string): Statement;
   /** markSent for many rows in one statement (the relay's claimed batch). */
@@ -101,7 +99,7 @@ export interface OutboxSql {
   replayDead(eventIds?: readonly string[]): Statement;
 }
 
-/** A row of OutboxSql.selectDue and OutboxSql.readClaimed. */
+/** A row of OutboxSql.selectDue and OutboxSql.selectUnconfirmed. */
 export interface ClaimedRow {
   event_id: string;
   tx_id: string;

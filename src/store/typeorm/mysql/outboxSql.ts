@@ -62,7 +62,7 @@ export const mysqlOutboxSql: OutboxSql = {
   selectUnconfirmed({ horizonMs, topics, limit, producerGroup }) {
     // The subquery is a plain read: only outbox rows are locked (tx_record stays free for the fence).
     return stmt(
-      `SELECT o.event_id FROM outbox_event o
+      `SELECT ${CLAIMED_COLUMNS} FROM outbox_event o
        WHERE o.status = 'IN_FLIGHT' AND o.next_attempt_at <= ${plus('-')}
          AND (o.lease_until IS NULL OR o.lease_until <= ${NOW})
          AND o.topic IN (${list(topics)})
@@ -79,15 +79,6 @@ export const mysqlOutboxSql: OutboxSql = {
       `UPDATE outbox_event SET lease_owner = ?, lease_until = ${plus('+')}
        WHERE status = 'IN_FLIGHT' AND event_id IN (${list(eventIds)})`,
       [owner, micros(leaseMs), ...eventIds],
-    );
-  },
-
-  readClaimed(eventIds) {
-    return stmt(
-      `SELECT ${CLAIMED_COLUMNS}
-       FROM outbox_event WHERE event_id IN (${list(eventIds)})
-       ORDER BY next_attempt_at, event_id`,
-      eventIds,
     );
   },
 

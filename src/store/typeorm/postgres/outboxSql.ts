@@ -75,7 +75,7 @@ export const postgresOutboxSql: OutboxSql = {
     // The subquery is a plain read: only outbox rows are locked (tx_record stays free for the
     // fence). FOR UPDATE OF o: PostgreSQL would otherwise try to lock every table of the query.
     return stmt(
-      `SELECT o.event_id FROM outbox_event o
+      `SELECT ${CLAIMED_COLUMNS} FROM outbox_event o
        WHERE o.status = 'IN_FLIGHT' AND o.next_attempt_at <= ${plus('-', 1)}
          AND (o.lease_until IS NULL OR o.lease_until <= ${NOW})
          AND o.topic = ANY($2::text[])
@@ -92,15 +92,6 @@ export const postgresOutboxSql: OutboxSql = {
       `UPDATE outbox_event SET lease_owner = $1, lease_until = ${plus('+', 2)}
        WHERE status = 'IN_FLIGHT' AND event_id = ANY($3::bpchar[])`,
       [owner, leaseMs, [...eventIds]],
-    );
-  },
-
-  readClaimed(eventIds) {
-    return stmt(
-      `SELECT ${CLAIMED_COLUMNS}
-       FROM outbox_event WHERE event_id = ANY($1::bpchar[])
-       ORDER BY next_attempt_at, event_id`,
-      [[...eventIds]],
     );
   },
 
