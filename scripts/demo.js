@@ -1,7 +1,9 @@
 #!/usr/bin/env node
 'use strict';
 /**
- * `npm run demo`: checks the database (ROCKETMQ_TX_DB_URL, default mysql://root@127.0.0.1:3306/test),
+ * `npm run demo`: checks the database (ROCKETMQ_TX_DB_URL; by default its own database rmqtx_demo
+ * on mysql://root@127.0.0.1:3306, created if missing, so the rows the test suite leaves in `test`
+ * cannot fail the demo's doctor step),
  * ensures a broker (the local one from Maven jars, unless ROCKETMQ_ENDPOINTS names an existing
  * proxy), then runs samples/order-service/main.ts: migrations, the order scenario, the
  * self-checked summary. Exits with the scenario's code (non-zero when a number is wrong).
@@ -11,7 +13,9 @@ const { spawnSync } = require('node:child_process');
 const { URL } = require('node:url');
 const rocketmq = require('./rocketmq');
 
-const DEFAULT_DB_URL = 'mysql://root@127.0.0.1:3306/test';
+const DEFAULT_SERVER_URL = 'mysql://root@127.0.0.1:3306/';
+const DEFAULT_DATABASE = 'rmqtx_demo';
+const DEFAULT_DB_URL = `${DEFAULT_SERVER_URL}${DEFAULT_DATABASE}`;
 
 function maskUrl(url) {
   try {
@@ -64,9 +68,27 @@ async function checkDatabase(url) {
   }
 }
 
+/** The default database only: CREATE DATABASE IF NOT EXISTS rmqtx_demo on the default server. */
+async function ensureDefaultDatabase() {
+  let mysql;
+  try {
+    mysql = require('mysql2/promise');
+  } catch {
+    throw new Error('mysql2 is not installed: run `npm install` first');
+  }
+  await checkDatabase(DEFAULT_SERVER_URL);
+  const conn = await mysql.createConnection({ uri: DEFAULT_SERVER_URL, connectTimeout: 5000 });
+  try {
+    await conn.query(`CREATE DATABASE IF NOT EXISTS \`${DEFAULT_DATABASE}\``);
+  } finally {
+    await conn.end().catch(() => {});
+  }
+}
+
 async function main() {
   const t0 = Date.now();
   const dbUrl = process.env.ROCKETMQ_TX_DB_URL || DEFAULT_DB_URL;
+  if (!process.env.ROCKETMQ_TX_DB_URL) await ensureDefaultDatabase();
   await checkDatabase(dbUrl);
   console.log(`[demo] database ${maskUrl(dbUrl)} answers`);
   const broker = await rocketmq.start();
