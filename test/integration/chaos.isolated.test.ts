@@ -137,7 +137,10 @@ describe('rocketmq-tx chaos on the order-service sample', () => {
     console.log(formatConsumerChaosReport(report));
     expect(report.windows).toEqual([{ window: 'in-handler', kills: 2, reached: 2 }]);
     expect(report.ok).toBe(false);
-    expect(report.appliedTwice).toBeGreaterThanOrEqual(2);
+    // Each reached in-handler kill leaves one event's effect written twice once it is redelivered;
+    // two kills can land on the same event (its redelivery reached the second process first when
+    // that process started after the message's invisibility ended), which counts as one event.
+    expect(report.appliedTwice).toBeGreaterThanOrEqual(1);
     expect(report.lost).toBe(0);
     expect(report.failures.join('; ')).toMatch(/applied more than once/);
   }, 300_000);
