@@ -11,6 +11,7 @@ const path = require('node:path');
 const childProcess = require('node:child_process');
 const rocketmq = require('./rocketmq');
 const { runContract, postgresUrl, maskUrl } = require('./test-contract');
+const { jsonOutput, failuresIn } = require('./jest-failures');
 
 /**
  * The suites that run a second time on PostgreSQL with the real broker: producer, check-back and
@@ -94,32 +95,45 @@ async function main() {
 
   const jestBin = require.resolve('jest/bin/jest');
   const extra = process.argv.slice(2);
-  const runJest = (args, env = process.env) => {
+  /** Failed tests per step, from each run's JSON results (printed in the summary). */
+  const failed = new Map();
+  const runJest = (args, env = process.env, step) => {
     console.log(`[test] jest ${args.join(' ')}`);
-    const res = childProcess.spawnSync(process.execPath, [jestBin, ...args], {
+    const out = step ? jsonOutput(step) : undefined;
+    const res = childProcess.spawnSync(process.execPath, [jestBin, ...args, ...(out?.args ?? [])], {
       stdio: 'inherit',
       cwd: path.resolve(__dirname, '..'),
       env,
     });
     if (res.error) throw res.error;
+    if (out) failed.set(step, failuresIn(out.file));
     return res.status ?? 1;
   };
   console.log(`[test] services ready in ${((Date.now() - t0) / 1000).toFixed(1)} s`);
   // With arguments, run exactly what was asked; without, everything: the tests that stop or
   // restart the shared broker run alone, after the others.
   if (extra.length > 0) return runJest(['--maxWorkers=2', ...extra]);
-  const main = runJest(['--maxWorkers=2', '--forceExit', '--selectProjects', 'unit', 'integration']);
+  const STEPS = {
+    main: 'unit + integration (MariaDB)',
+    isolated: 'isolated (MariaDB)',
+    contract: 'store contract (MariaDB, PostgreSQL)',
+    postgres: 'component suites (PostgreSQL)',
+    kills: 'producer kills (PostgreSQL)',
+  };
+  const main = runJest(
+    ['--maxWorkers=2', '--forceExit', '--selectProjects', 'unit', 'integration'],
+    process.env,
+    STEPS.main,
+  );
   // --forceExit (here and below): after a broker outage the client library's reconnect timers can
   // outlive a failed test; a hang would cost CI its whole budget, a failure is reported either way.
-  const isolated = runJest([
-    '--runInBand',
-    '--forceExit',
-    '--passWithNoTests',
-    '--selectProjects',
-    'isolated',
-  ]);
+  const isolated = runJest(
+    ['--runInBand', '--forceExit', '--passWithNoTests', '--selectProjects', 'isolated'],
+    process.env,
+    STEPS.isolated,
+  );
   // The store contract on every supported database, one after the other (each in band).
-  const contract = await runContract();
+  const contract = await runContract([], (lines) => failed.set(STEPS.contract, lines));
   // The components again on PostgreSQL (the contract run above checked that it answers).
   const pgUrl = postgresUrl();
   console.log(`[test] component suites on PostgreSQL at ${maskUrl(pgUrl)}`);
@@ -133,6 +147,7 @@ async function main() {
       `test/integration/(${POSTGRES_COMPONENT_SUITES.join('|')})\\.test\\.ts$`,
     ],
     { ...process.env, ROCKETMQ_TX_DB_URL: pgUrl },
+    STEPS.postgres,
   );
   // The producer-kills scenario on PostgreSQL, short so CI stays bounded: the check-max-5 case only
   // (the shared broker; the check-max-1 broker is not started), with KILL_TEST_KILLS kills (8).
@@ -148,18 +163,21 @@ async function main() {
       'check max 5',
     ],
     { ...process.env, ROCKETMQ_TX_DB_URL: pgUrl, KILL_TEST_KILLS: process.env.KILL_TEST_PG_KILLS || '8' },
+    STEPS.kills,
   );
   // One line per step at the very end, so a truncated CI log still says which step failed.
   const steps = [
-    ['unit + integration (MariaDB)', main],
-    ['isolated (MariaDB)', isolated],
-    ['store contract (MariaDB, PostgreSQL)', contract],
-    ['component suites (PostgreSQL)', postgres],
-    ['producer kills (PostgreSQL)', kills],
+    [STEPS.main, main],
+    [STEPS.isolated, isolated],
+    [STEPS.contract, contract],
+    [STEPS.postgres, postgres],
+    [STEPS.kills, kills],
   ];
   console.log(`[test] summary after ${((Date.now() - t0) / 1000).toFixed(0)} s:`);
-  for (const [name, code] of steps)
+  for (const [name, code] of steps) {
     console.log(`[test]   ${code === 0 ? 'passed' : `FAILED (exit ${code})`}  ${name}`);
+    for (const line of failed.get(name) ?? []) console.log(`[test]       ✕ ${line}`);
+  }
   return steps.map(([, code]) => code).find((code) => code !== 0) ?? 0;
 }
 

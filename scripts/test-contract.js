@@ -11,6 +11,7 @@
  */
 const path = require('node:path');
 const childProcess = require('node:child_process');
+const { jsonOutput, failuresIn } = require('./jest-failures');
 
 const DATABASES = [
   {
@@ -73,8 +74,12 @@ function urlFor(db) {
   return db.defaultUrl;
 }
 
-/** Runs the contract project once per database; resolves with the exit code (0: all passed). */
-async function runContract(extraJestArgs = []) {
+/**
+ * Runs the contract project once per database; resolves with the exit code (0: all passed).
+ * `onFailures` receives one line per failed test, prefixed with the database.
+ */
+async function runContract(extraJestArgs = [], onFailures = () => {}) {
+  const failures = [];
   const jestBin = require.resolve('jest/bin/jest');
   const results = [];
   for (const db of DATABASES) {
@@ -94,17 +99,21 @@ async function runContract(extraJestArgs = []) {
     console.log(`[contract] ${db.name}: ${version} at ${maskUrl(url)}`);
     const args = ['--selectProjects', 'contract', '--runInBand', ...extraJestArgs];
     console.log(`[contract] jest ${args.join(' ')}`);
-    const res = childProcess.spawnSync(process.execPath, [jestBin, ...args], {
+    const out = jsonOutput(`contract-${db.schemes[0]}`);
+    const res = childProcess.spawnSync(process.execPath, [jestBin, ...args, ...out.args], {
       stdio: 'inherit',
       cwd: path.resolve(__dirname, '..'),
       env: { ...process.env, ROCKETMQ_TX_DB_URL: url },
     });
     if (res.error) throw res.error;
+    for (const line of failuresIn(out.file)) failures.push(`[${db.name}] ${line}`);
     results.push({ db, code: res.status ?? 1, why: 'tests failed' });
   }
   for (const r of results) {
     console.log(`[contract] ${r.db.name}: ${r.code === 0 ? 'passed' : `FAILED (${r.why})`}`);
   }
+  for (const line of failures) console.log(`[contract]   ✕ ${line}`);
+  onFailures(failures);
   return results.every((r) => r.code === 0) ? 0 : 1;
 }
 
