@@ -7,6 +7,13 @@
 const common = {
   preset: 'ts-jest',
   testEnvironment: 'node',
+  // Local brokers' and databases' data directories: PostgreSQL's logical decoding keeps *.snap
+  // files that jest would take for obsolete snapshots, and nothing there is code.
+  modulePathIgnorePatterns: [
+    '<rootDir>/\\.postgres-logical/',
+    '<rootDir>/\\.mariadb-binlog/',
+    '<rootDir>/\\.rocketmq[^/]*/',
+  ],
   transform: { '^.+\\.ts$': ['ts-jest', { tsconfig: 'tsconfig.json' }] },
 };
 module.exports = {

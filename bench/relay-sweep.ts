@@ -17,7 +17,15 @@ import { performance } from 'node:perf_hooks';
 import type { DataSource } from 'typeorm';
 import { OutboxRelay } from '../src';
 import { seeded, shuffleInPlace } from '../src/testing/random';
-import { ENDPOINTS, TOPICS, openBenchDataSource, prepareBenchDatabase, quietLogger, sleep } from './lib/env';
+import {
+  ENDPOINTS,
+  TOPICS,
+  intArg,
+  openBenchDataSource,
+  prepareBenchDatabase,
+  quietLogger,
+  sleep,
+} from './lib/env';
 import { rawSends, startRawProducer, writeNewOutboxRows } from './lib/outboxRows';
 import { brokerPid, loadAverage, machineBusyMs, machineDescription, processCpuMs } from './lib/system';
 
@@ -34,14 +42,6 @@ const BATCH = 100;
 /** `--only=lean` keeps the configurations whose name contains it (for profiling one of them). */
 const ONLY = process.argv.find((x) => x.startsWith('--only='))?.slice('--only='.length);
 const topic = TOPICS.normal;
-
-function arg(name: string, dflt: number): number {
-  const a = process.argv.find((x) => x.startsWith(`--${name}=`));
-  const n = a ? Number(a.split('=')[1]) : dflt;
-  if (!Number.isInteger(n) || n < 1)
-    throw new Error(`--${name} must be a positive integer, got ${String(n)}`);
-  return n;
-}
 
 interface Run {
   eventsPerSec: number;
@@ -119,8 +119,8 @@ const median = (xs: number[]): number => {
 };
 
 async function main(): Promise<void> {
-  const n = arg('events', 3000);
-  const rounds = arg('rounds', 3);
+  const n = intArg('events', 3000);
+  const rounds = intArg('rounds', 3);
   const id = `rs${Date.now().toString(36)}`;
   const machine = machineDescription();
   process.stderr.write(

@@ -23,6 +23,7 @@ import { relayConsumerPhase, type RelayConsumerReport } from './phases/relayCons
 import { Collector, type DrainReport } from './lib/collector';
 import {
   BENCH_DB,
+  BENCH_DATABASE,
   BENCH_DB_URL,
   ENDPOINTS,
   GROUPS,
@@ -111,7 +112,7 @@ interface CellFigures {
   brokerCpuPct: number;
   dbCommitsPerSec: number;
   checkBacks?: CheckBackCounts;
-  /** Statements (round trips) per attempted transaction, from the worker's mysql2 connections. */
+  /** Statements (round trips) per attempted transaction, from the worker's mysql2 or pg connections. */
   dbStatementsPerTx?: number;
   dbStatements?: Record<string, number>;
 }
@@ -175,8 +176,12 @@ function javaSpec(): WorkerSpec | string {
   }
   const cp = `${path.join(dir, 'target', 'classes')}:${readFileSync(path.join(dir, 'target', 'classpath.txt'), 'utf8').trim()}`;
   const u = new URL(BENCH_DB_URL);
-  const auth = `user=${encodeURIComponent(decodeURIComponent(u.username || 'root'))}${u.password ? `&password=${u.password}` : ''}`;
-  const jdbc = `jdbc:mariadb://${u.hostname}:${u.port || '3306'}${u.pathname}?${auth}`;
+  const postgres = BENCH_DATABASE === 'postgres';
+  const user = decodeURIComponent(u.username || (postgres ? 'postgres' : 'root'));
+  const auth = `user=${encodeURIComponent(user)}${u.password ? `&password=${u.password}` : ''}`;
+  const jdbc = postgres
+    ? `jdbc:postgresql://${u.hostname}:${u.port || '5432'}${u.pathname}?${auth}`
+    : `jdbc:mariadb://${u.hostname}:${u.port || '3306'}${u.pathname}?${auth}`;
   return {
     name: 'java',
     command: 'java',
@@ -249,6 +254,10 @@ async function main(): Promise<void> {
   log(`database ${BENCH_DB} (scratch), broker ${ENDPOINTS}`);
   await prepareBenchDatabase();
   const ds = await openBenchDataSource(4);
+  const [server] = (await ds.query('SELECT version() AS v')) as Array<{ v: string }>;
+  // The machine line names the database server too (MariaDB or PostgreSQL, and its version).
+  const machine = `${machineDescription()}; database ${String(server?.v ?? BENCH_DATABASE).split(' on ')[0]}`;
+  log(`database server: ${machine.slice(machine.indexOf('; database ') + 11)}`);
   const pid = brokerPid();
 
   const profDir = path.join(TMP, `prof-${runId}`);
@@ -570,7 +579,7 @@ async function main(): Promise<void> {
     mode: s.mode,
     startedAt,
     finishedAt: new Date().toISOString(),
-    machine: machineDescription(),
+    machine,
     loadAverageAtEnd: loadAverage(),
     brokerPid: pid,
     brokerCpuMsAtEnd: processCpuMs(pid),
@@ -634,10 +643,12 @@ async function main(): Promise<void> {
   writeFileSync(path.join(RESULTS, `${runId}.json`), JSON.stringify(report, null, 2) + '\n');
   writeFileSync(path.join(RESULTS, `${runId}.md`), markdown);
   writeFileSync(path.join(RESULTS, `${runId}.svg`), svg);
+  // latest.* is the newest run on MySQL/MariaDB, latest-postgres.* the newest on PostgreSQL.
+  const latest = BENCH_DATABASE === 'postgres' ? 'latest-postgres' : 'latest';
   for (const ext of ['json', 'md', 'svg'])
-    copyFileSync(path.join(RESULTS, `${runId}.${ext}`), path.join(RESULTS, `latest.${ext}`));
+    copyFileSync(path.join(RESULTS, `${runId}.${ext}`), path.join(RESULTS, `${latest}.${ext}`));
   process.stdout.write(markdown);
-  log(`wrote bench/results/${runId}.{md,json,svg} (and latest.*)`);
+  log(`wrote bench/results/${runId}.{md,json,svg} (and ${latest}.*)`);
   process.exit(0);
 }
 
@@ -779,7 +790,7 @@ function renderMarkdown(r: Report, columns: Column[], s: Settings): string {
   const breakdown = statementBreakdown(r.cells);
   if (breakdown.length) {
     out.push(
-      'Database statements (one round trip each) per attempted transaction, counted on the workers’ mysql2 connections, all concurrencies: ' +
+      `Database statements (one round trip each) per attempted transaction, counted on the workers’ ${BENCH_DATABASE === 'postgres' ? 'pg' : 'mysql2'} connections, all concurrencies: ` +
         breakdown.join('; ') +
         '.',
       '',

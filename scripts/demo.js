@@ -7,6 +7,10 @@
  * ensures a broker (the local one from Maven jars, unless ROCKETMQ_ENDPOINTS names an existing
  * proxy), then runs samples/order-service/main.ts: migrations, the order scenario, the
  * self-checked summary. Exits with the scenario's code (non-zero when a number is wrong).
+ *
+ * DEMO_DELIVERY=cdc: the CDC delivery instead (samples/cdc-demo.ts): a binlog-enabled MariaDB
+ * (scripts/mariadb-binlog.js, port 3307, unless ROCKETMQ_TX_DB_URL names one), the broker, and
+ * `rocketmq-tx cdc` publishing the orders from the binlog.
  */
 const path = require('node:path');
 const { spawnSync } = require('node:child_process');
@@ -85,15 +89,10 @@ async function ensureDefaultDatabase() {
   }
 }
 
-async function main() {
-  const t0 = Date.now();
-  const dbUrl = process.env.ROCKETMQ_TX_DB_URL || DEFAULT_DB_URL;
-  if (!process.env.ROCKETMQ_TX_DB_URL) await ensureDefaultDatabase();
-  await checkDatabase(dbUrl);
-  console.log(`[demo] database ${maskUrl(dbUrl)} answers`);
+/** Starts the broker, then runs a sample with the broker and database in its environment. */
+async function runSample(t0, dbUrl, sample) {
   const broker = await rocketmq.start();
   console.log(`[demo] broker ${broker.endpoints} ready in ${((Date.now() - t0) / 1000).toFixed(1)} s`);
-  const sample = path.join(__dirname, '..', 'samples', 'order-service', 'main.ts');
   const r = spawnSync(process.execPath, ['-r', 'ts-node/register/transpile-only', sample], {
     stdio: 'inherit',
     env: {
@@ -101,12 +100,30 @@ async function main() {
       TS_NODE_TRANSPILE_ONLY: '1',
       ROCKETMQ_ENDPOINTS: broker.endpoints,
       ROCKETMQ_TX_DB_URL: dbUrl,
-      // The local broker's NameServer: the demo's doctor step reads the broker's settings there.
+      // The local broker's NameServer: the doctor step and the CDC sink read the broker there.
       ...(broker.namesrvAddr ? { ROCKETMQ_NAMESRV: broker.namesrvAddr } : {}),
     },
   });
   console.log(`[demo] finished in ${((Date.now() - t0) / 1000).toFixed(1)} s (exit ${r.status ?? r.signal})`);
   return r.status ?? 1;
+}
+
+async function main() {
+  const t0 = Date.now();
+  const samples = path.join(__dirname, '..', 'samples');
+  const delivery = process.env.DEMO_DELIVERY || 'default';
+  if (delivery === 'cdc') {
+    const dbUrl = process.env.ROCKETMQ_TX_DB_URL || (await require('./mariadb-binlog').start()).url;
+    await checkDatabase(dbUrl);
+    console.log(`[demo] binlog database ${maskUrl(dbUrl)} answers`);
+    return runSample(t0, dbUrl, path.join(samples, 'cdc-demo.ts'));
+  }
+  if (delivery !== 'default') throw new Error(`DEMO_DELIVERY=${delivery}: expected cdc or nothing`);
+  const dbUrl = process.env.ROCKETMQ_TX_DB_URL || DEFAULT_DB_URL;
+  if (!process.env.ROCKETMQ_TX_DB_URL) await ensureDefaultDatabase();
+  await checkDatabase(dbUrl);
+  console.log(`[demo] database ${maskUrl(dbUrl)} answers`);
+  return runSample(t0, dbUrl, path.join(samples, 'order-service', 'main.ts'));
 }
 
 main().then(

@@ -1,7 +1,9 @@
 /** Where the bench runs and what it may use: its own topics, groups and scratch database. */
 import 'reflect-metadata';
 import { DataSource } from 'typeorm';
-import { rocketMqTxEntities, rocketMqTxMigrations } from '../../src';
+import { rocketMqTxEntitiesFor, rocketMqTxMigrations } from '../../src';
+// The tests' scheme rule and placeholder numbering, not a copy of them.
+import { databaseOf, sql as sqlFor, type TestDatabase } from '../../test/helpers/db';
 
 // The local broker's gRPC port moves with ROCKETMQ_TX_PORT_OFFSET (scripts/rocketmq.js).
 export const ENDPOINTS: string =
@@ -18,6 +20,18 @@ export function dbUrl(database: string): string {
 }
 
 export const BENCH_DB_URL = dbUrl(BENCH_DB);
+
+/** The database the bench runs on, from ROCKETMQ_TX_DB_URL's scheme (mysql:// or postgres://). */
+export type BenchDatabase = TestDatabase;
+export const BENCH_DATABASE: BenchDatabase = databaseOf(BASE_URL);
+
+/** The bench's own SQL (written with `?`) for the bench database: `$n` placeholders on PostgreSQL. */
+export function sql(text: string): string {
+  return sqlFor(text, BENCH_DATABASE);
+}
+
+/** The business row every bench transaction writes (id, note). */
+export const INSERT_BENCH_ORDER = sql('INSERT INTO bench_order (id, note) VALUES (?, ?)');
 
 /** Topics created by scripts/rocketmq.js start for the bench (scripts/topics.json). */
 export const TOPICS = {
@@ -55,9 +69,9 @@ export const quietLogger = { info() {}, warn() {}, error() {}, debug() {} };
 
 export function openBenchDataSource(poolSize = POOL_SIZE): Promise<DataSource> {
   const ds = new DataSource({
-    type: 'mysql',
+    type: BENCH_DATABASE,
     url: BENCH_DB_URL,
-    entities: [...rocketMqTxEntities],
+    entities: [...rocketMqTxEntitiesFor(BENCH_DATABASE)],
     migrations: [...rocketMqTxMigrations],
     migrationsTableName: 'rocketmq_tx_migrations',
     poolSize,
@@ -72,10 +86,19 @@ export function openBenchDataSource(poolSize = POOL_SIZE): Promise<DataSource> {
  */
 export async function prepareBenchDatabase(): Promise<void> {
   if (BENCH_DB === 'test') throw new Error('BENCH_DB must not be the shared test database');
-  const admin = new DataSource({ type: 'mysql', url: dbUrl('mysql'), logging: false });
+  if (!/^[a-z0-9_]+$/i.test(BENCH_DB))
+    throw new Error(`BENCH_DB must be letters, digits and _, got ${BENCH_DB}`);
+  const postgres = BENCH_DATABASE === 'postgres';
+  const admin = new DataSource({
+    type: BENCH_DATABASE,
+    url: dbUrl(postgres ? 'postgres' : 'mysql'),
+    logging: false,
+  });
   await admin.initialize();
   try {
-    await admin.query(`CREATE DATABASE IF NOT EXISTS \`${BENCH_DB}\``);
+    if (!postgres) await admin.query(`CREATE DATABASE IF NOT EXISTS \`${BENCH_DB}\``);
+    else if ((await admin.query('SELECT 1 FROM pg_database WHERE datname = $1', [BENCH_DB])).length === 0)
+      await admin.query(`CREATE DATABASE "${BENCH_DB}"`);
   } finally {
     await admin.destroy();
   }
@@ -86,7 +109,7 @@ export async function prepareBenchDatabase(): Promise<void> {
       `CREATE TABLE IF NOT EXISTS bench_order (
          id VARCHAR(64) NOT NULL PRIMARY KEY,
          note VARCHAR(255) NULL,
-         created_at DATETIME(3) NOT NULL DEFAULT CURRENT_TIMESTAMP(3)
+         created_at ${postgres ? 'TIMESTAMPTZ(3) NOT NULL DEFAULT now()' : 'DATETIME(3) NOT NULL DEFAULT CURRENT_TIMESTAMP(3)'}
        )`,
     );
     for (const table of ['bench_order', 'tx_record', 'outbox_event', 'consumed_event', 'aggregate_cursor']) {
@@ -99,4 +122,13 @@ export async function prepareBenchDatabase(): Promise<void> {
 
 export function sleep(ms: number): Promise<void> {
   return new Promise((resolve) => setTimeout(resolve, ms));
+}
+
+/** A `--name=<positive integer>` argument of the bench scripts, or `dflt`. */
+export function intArg(name: string, dflt: number): number {
+  const a = process.argv.find((x) => x.startsWith(`--${name}=`));
+  const n = a ? Number(a.split('=')[1]) : dflt;
+  if (!Number.isInteger(n) || n < 1)
+    throw new Error(`--${name} must be a positive integer, got ${String(n)}`);
+  return n;
 }

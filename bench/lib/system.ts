@@ -55,8 +55,19 @@ export interface DbCounters {
   rowLockWaits: number;
 }
 
-/** Server-wide counters (they include other users of the server: read them as deltas). */
+/**
+ * Server-wide counters (they include other users of the server: read them as deltas). MySQL:
+ * Com_commit, Innodb_os_log_fsyncs, Innodb_row_lock_waits; PostgreSQL: the bench database's
+ * xact_commit, pg_stat_wal's wal_sync, no lock-wait counter (NaN).
+ */
 export async function dbCounters(ds: DataSource): Promise<DbCounters> {
+  if (ds.options.type === 'postgres') {
+    const [row]: Array<{ commits: string; fsyncs: string }> = await ds.query(
+      `SELECT (SELECT xact_commit FROM pg_stat_database WHERE datname = current_database()) AS commits,
+              (SELECT wal_sync FROM pg_stat_wal) AS fsyncs`,
+    );
+    return { commits: Number(row?.commits ?? NaN), fsyncs: Number(row?.fsyncs ?? NaN), rowLockWaits: NaN };
+  }
   const rows: Array<{ Variable_name: string; Value: string }> = await ds.query(
     "SHOW GLOBAL STATUS WHERE Variable_name IN ('Com_commit', 'Innodb_os_log_fsyncs', 'Innodb_row_lock_waits')",
   );

@@ -10,7 +10,7 @@ import { TransactionalProducer, type CheckBackOutcome } from '../../src';
 import { RocketMqGateway } from '../../src/broker/RocketMqGateway';
 import type { BrokerGateway } from '../../src/broker/gateway';
 import { summarize, type LatencySummary } from '../lib/stats';
-import { ENDPOINTS, GROUPS, sleep } from '../lib/env';
+import { ENDPOINTS, GROUPS, INSERT_BENCH_ORDER, sleep } from '../lib/env';
 
 export interface CheckBackReport {
   inDoubt: number;
@@ -103,7 +103,7 @@ export async function checkBackPhase(
       if (rollback) doomed.add(key);
       try {
         const r = await producer.transact({ topic, tag, keys: [key], body: { key } }, async (manager) => {
-          await manager.query('INSERT INTO bench_order (id, note) VALUES (?, ?)', [key, 'checkback']);
+          await manager.query(INSERT_BENCH_ORDER, [key, 'checkback']);
         });
         txOf.set(r.txId, true);
         committedKeys.push(key);

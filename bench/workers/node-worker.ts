@@ -1,8 +1,8 @@
 /**
  * One bench column in its own process: `ours` (TransactionalProducer.transact), `publish`
  * (TransactionalProducer.publish inside dataSource.transaction, awaiting its outcome), `lean` (the
- * same with `transport: 'lean'`), `baseline` (raw rocketmq-client-nodejs + mysql2, hand-written:
- * half, BEGIN, tx_record, business row, COMMIT, EndTransaction), `raw` (half + EndTransaction,
+ * same with `transport: 'lean'`), `baseline` (raw rocketmq-client-nodejs + the raw driver, mysql2 or
+ * pg, hand-written: half, BEGIN, tx_record, business row, COMMIT, EndTransaction), `raw` (half + EndTransaction,
  * no database: the upper bound) or `rawlean` (raw over the lean transport).
  * Same protocol as bench/java: commands on stdin, one `RESULT {json}` line on stdout each.
  *   run CONCURRENCY DURATION_MS ROLLBACK_EVERY KEY_PREFIX      (KEY_PREFIX = <tag>-<column...>)
@@ -15,6 +15,7 @@ import { randomUUID } from 'node:crypto';
 import { performance } from 'node:perf_hooks';
 import mysql from 'mysql2/promise';
 import { Connection as Mysql2Connection } from 'mysql2';
+import pg from 'pg';
 import { Producer } from 'rocketmq-client-nodejs';
 import type { MessageView } from 'rocketmq-client-nodejs';
 import { TransactionResolution as Proto } from 'rocketmq-client-nodejs/proto/apache/rocketmq/v2/definition_pb';
@@ -23,7 +24,16 @@ import { TransactionalProducer } from '../../src';
 import { startClient } from '../../src/broker/startup';
 import { LeanGateway } from '../../src/broker/lean/LeanGateway';
 import { TransactionResolution } from '../../src/checkback/resolution';
-import { BENCH_DB_URL, ENDPOINTS, POOL_SIZE, openBenchDataSource, quietLogger } from '../lib/env';
+import {
+  BENCH_DATABASE,
+  BENCH_DB_URL,
+  ENDPOINTS,
+  POOL_SIZE,
+  INSERT_BENCH_ORDER,
+  openBenchDataSource,
+  quietLogger,
+  sql,
+} from '../lib/env';
 import type { CheckBackCounts, RunResult } from '../lib/worker';
 
 type Mode = 'ours' | 'publish' | 'lean' | 'baseline' | 'raw' | 'rawlean';
@@ -36,11 +46,18 @@ const [mode, topic, group] = process.argv.slice(2) as [Mode, string, string];
 const out = (line: string) => process.stdout.write(line + '\n');
 
 /**
- * Commands this process sends to the database, statements by first word (START, INSERT, COMMIT...):
- * every mysql2 connection (TypeORM's pool and the baseline's) queues each one through
- * addCommand, one round trip each. Read and reset by every run.
+ * Commands this process sends to the database, statements by first word (START, INSERT, COMMIT...),
+ * one round trip each: every mysql2 connection (TypeORM's pool and the baseline's) queues each one
+ * through addCommand; every pg client (TypeORM's pool and the baseline's) sends each through
+ * Client.query. Read and reset by every run.
  */
 const dbStatements = new Map<string, number>();
+function countStatement(verb: string): void {
+  dbStatements.set(verb, (dbStatements.get(verb) ?? 0) + 1);
+}
+function firstWord(text: string | undefined, otherwise: string): string {
+  return /^\s*(\w+)/.exec(text ?? '')?.[1]?.toUpperCase() ?? otherwise;
+}
 (function countDbStatements() {
   type Command = { constructor: { name: string }; sql?: string };
   const base = Object.getPrototypeOf(Mysql2Connection.prototype) as { addCommand(cmd: Command): unknown };
@@ -48,12 +65,17 @@ const dbStatements = new Map<string, number>();
   base.addCommand = function addCommand(this: unknown, cmd: Command) {
     const kind = cmd.constructor.name;
     // Statements by their first word; other commands (Ping, ClientHandshake, Quit) by name.
-    const verb =
-      kind === 'Query' || kind === 'Execute'
-        ? (/^\s*(\w+)/.exec(cmd.sql ?? '')?.[1]?.toUpperCase() ?? kind)
-        : kind;
-    dbStatements.set(verb, (dbStatements.get(verb) ?? 0) + 1);
+    countStatement(kind === 'Query' || kind === 'Execute' ? firstWord(cmd.sql, kind) : kind);
     return original.call(this, cmd);
+  };
+  const client = pg.Client.prototype as unknown as { query(...args: unknown[]): unknown };
+  const query = client.query;
+  client.query = function countedQuery(this: unknown, ...args: unknown[]) {
+    const first = args[0];
+    countStatement(
+      firstWord(typeof first === 'string' ? first : (first as { text?: string } | undefined)?.text, 'Query'),
+    );
+    return query.apply(this, args);
   };
 })();
 
@@ -91,7 +113,7 @@ async function setupOurs(): Promise<Setup> {
     try {
       if (mode === 'publish') {
         const published = await ds.transaction(async (manager) => {
-          await manager.query('INSERT INTO bench_order (id, note) VALUES (?, ?)', [key, 'bench']);
+          await manager.query(INSERT_BENCH_ORDER, [key, 'bench']);
           const r = await producer.publish(manager, event(key));
           if (rollback) throw new PlannedRollback();
           return r;
@@ -102,7 +124,7 @@ async function setupOurs(): Promise<Setup> {
         if (outcome === 'rolled_back') throw new Error('publish outcome rolled_back after COMMIT');
       } else {
         await producer.transact(event(key), async (manager) => {
-          await manager.query('INSERT INTO bench_order (id, note) VALUES (?, ?)', [key, 'bench']);
+          await manager.query(INSERT_BENCH_ORDER, [key, 'bench']);
           if (rollback) throw new PlannedRollback();
         });
       }
@@ -143,14 +165,54 @@ function rawProducer(check: (view: MessageView) => Promise<Proto>): Producer {
   });
 }
 
-async function setupBaseline(): Promise<Setup> {
+/** What the hand-written baseline needs of its database driver: mysql2 or pg, nothing in between. */
+interface BaselineConnection {
+  query(text: string, params?: unknown[]): Promise<unknown[]>;
+  release(): void;
+}
+interface BaselinePool {
+  query(text: string, params?: unknown[]): Promise<unknown[]>;
+  connect(): Promise<BaselineConnection>;
+  end(): Promise<void>;
+}
+
+function baselinePool(): BaselinePool {
+  if (BENCH_DATABASE === 'postgres') {
+    const pool = new pg.Pool({ connectionString: BENCH_DB_URL, max: POOL_SIZE });
+    return {
+      query: async (text, params) => (await pool.query(sql(text), params)).rows,
+      connect: async () => {
+        const client = await pool.connect();
+        return {
+          query: async (text, params) => (await client.query(sql(text), params)).rows,
+          release: () => client.release(),
+        };
+      },
+      end: () => pool.end(),
+    };
+  }
   const pool = mysql.createPool({ uri: BENCH_DB_URL, connectionLimit: POOL_SIZE });
+  return {
+    query: async (text, params) => (await pool.query(text, params))[0] as unknown[],
+    connect: async () => {
+      const conn = await pool.getConnection();
+      return {
+        query: async (text, params) => (await conn.query(text, params))[0] as unknown[],
+        release: () => conn.release(),
+      };
+    },
+    end: () => pool.end(),
+  };
+}
+
+async function setupBaseline(): Promise<Setup> {
+  const pool = baselinePool();
   const checks = newCheckBackCounts();
   // What a hand-written service would answer: read its own tx_record row.
   const producer = rawProducer(async (view) => {
     const txId = view.properties.get('TX_ID');
     if (!txId) return countCheck(checks, 'unknown', Proto.TRANSACTION_RESOLUTION_UNSPECIFIED);
-    const [rows] = await pool.query('SELECT status FROM tx_record WHERE tx_id = ?', [txId]);
+    const rows = await pool.query('SELECT status FROM tx_record WHERE tx_id = ?', [txId]);
     const row = (rows as Array<{ status: string }>)[0];
     if (!row) return countCheck(checks, 'unknown', Proto.TRANSACTION_RESOLUTION_UNSPECIFIED);
     return row.status === 'COMMITTED'
@@ -171,7 +233,7 @@ async function setupBaseline(): Promise<Setup> {
       },
       transaction,
     );
-    const conn = await pool.getConnection();
+    const conn = await pool.connect();
     let committed = false;
     try {
       await conn.query('BEGIN');
@@ -179,7 +241,7 @@ async function setupBaseline(): Promise<Setup> {
         'INSERT INTO tx_record (tx_id, status, resolved_by, producer_group, topic, event_count) VALUES (?, ?, ?, ?, ?, ?)',
         [txId, 'COMMITTED', 'PRODUCER', group, topic, 1],
       );
-      await conn.query('INSERT INTO bench_order (id, note) VALUES (?, ?)', [key, 'bench']);
+      await conn.query(INSERT_BENCH_ORDER, [key, 'bench']);
       if (rollback) {
         await conn.query('ROLLBACK');
       } else {

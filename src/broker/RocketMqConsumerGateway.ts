@@ -24,26 +24,34 @@ type SettingsListener = (endpoints: unknown, settings: { getBackoffPolicy(): unk
  * lets the SDK own backoff, concurrency and shutdown.
  */
 export class RocketMqConsumerGateway implements ConsumerGateway {
-  private readonly consumer: SimpleConsumer;
+  /** Built on first use (start()), as RocketMqGateway's client: its constructor starts a timer. */
+  private built: SimpleConsumer | undefined;
   private maxAttempts: number | undefined;
 
   constructor(
     private readonly config: ConsumerGatewayConfig,
     private readonly logger: Logger,
-  ) {
-    this.consumer = new SimpleConsumer({
-      endpoints: config.endpoints,
-      namespace: config.namespace,
-      consumerGroup: config.consumerGroup,
-      subscriptions: new Map(config.subscriptions),
-      awaitDuration: config.longPollingMs,
-      requestTimeout: config.requestTimeoutMs,
-      sslEnabled: config.sslEnabled,
-      logger: clientLogger(logger),
-      ...sessionCredentials(config.credentials),
+  ) {}
+
+  private get consumer(): SimpleConsumer {
+    return (this.built ??= this.build());
+  }
+
+  private build(): SimpleConsumer {
+    const consumer = new SimpleConsumer({
+      endpoints: this.config.endpoints,
+      namespace: this.config.namespace,
+      consumerGroup: this.config.consumerGroup,
+      subscriptions: new Map(this.config.subscriptions),
+      awaitDuration: this.config.longPollingMs,
+      requestTimeout: this.config.requestTimeoutMs,
+      sslEnabled: this.config.sslEnabled,
+      logger: clientLogger(this.logger),
+      ...sessionCredentials(this.config.credentials),
     });
-    if (config.tlsCa) useCustomCa(this.consumer, config.tlsCa);
-    this.captureRetryPolicy();
+    if (this.config.tlsCa) useCustomCa(consumer, this.config.tlsCa);
+    this.captureRetryPolicy(consumer);
+    return consumer;
   }
 
   get maxDeliveryAttempts(): number | undefined {
@@ -103,9 +111,11 @@ export class RocketMqConsumerGateway implements ConsumerGateway {
 
   /** Never rejects: the client's shutdown rejects when the proxy is gone. */
   async shutdown(): Promise<void> {
+    const client = this.built;
+    if (client === undefined) return; // never started: no client, nothing to close
     try {
       await withTimeout(
-        this.consumer.shutdown(),
+        client.shutdown(),
         this.config.shutdownTimeoutMs,
         () => new Error(`consumer client shutdown did not finish within ${this.config.shutdownTimeoutMs} ms`),
       );
@@ -115,9 +125,9 @@ export class RocketMqConsumerGateway implements ConsumerGateway {
   }
 
   /** The proxy sends the group's retry policy in its settings; the client drops the customized kind. */
-  private captureRetryPolicy(): void {
-    const target = this.consumer as unknown as { onSettingsCommand: SettingsListener };
-    const original = target.onSettingsCommand.bind(this.consumer);
+  private captureRetryPolicy(consumer: SimpleConsumer): void {
+    const target = consumer as unknown as { onSettingsCommand: SettingsListener };
+    const original = target.onSettingsCommand.bind(consumer);
     target.onSettingsCommand = (endpoints, settings) => {
       try {
         const policy = settings.getBackoffPolicy() as { getMaxAttempts(): number } | undefined;

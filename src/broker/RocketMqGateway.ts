@@ -56,7 +56,12 @@ interface ClientHalf extends HalfMessage {
 
 /** BrokerGateway over rocketmq-client-nodejs 1.0.8, absorbing its known traits (DESIGN.md). */
 export class RocketMqGateway implements BrokerGateway {
-  private readonly producer: Producer;
+  /**
+   * Built on first use (start()): the client's constructor starts an interval timer that keeps
+   * the process alive until the client's shutdown, so a producer or relay that is constructed
+   * and never started (or whose start failed before reaching the broker) must not build one.
+   */
+  private built: Producer | undefined;
   private readonly routeViews = new WeakMap<CachedRoute, RouteQueue[]>();
   /** Check-back answers decided, waiting for the client's EndTransaction (keyed by its view). */
   private readonly answers = new WeakMap<
@@ -67,18 +72,24 @@ export class RocketMqGateway implements BrokerGateway {
   constructor(
     private readonly config: GatewayConfig,
     private readonly logger: Logger,
-  ) {
-    const onCheckBack = config.onCheckBack;
-    this.producer = new Producer({
-      endpoints: config.endpoints,
-      namespace: config.namespace,
-      topics: [...config.topics],
-      sslEnabled: config.sslEnabled,
-      requestTimeout: config.requestTimeoutMs,
-      logger: clientLogger(logger),
+  ) {}
+
+  private get producer(): Producer {
+    return (this.built ??= this.build());
+  }
+
+  private build(): Producer {
+    const onCheckBack = this.config.onCheckBack;
+    const producer = new Producer({
+      endpoints: this.config.endpoints,
+      namespace: this.config.namespace,
+      topics: [...this.config.topics],
+      sslEnabled: this.config.sslEnabled,
+      requestTimeout: this.config.requestTimeoutMs,
+      logger: clientLogger(this.logger),
       // Transactional sends are never retried by the client; other sends get its default 3 attempts.
       maxAttempts: 3,
-      ...sessionCredentials(config.credentials),
+      ...sessionCredentials(this.config.credentials),
       // The client throws in beginTransaction without a checker, so there is always one.
       checker: {
         check: async (view: MessageView) => {
@@ -94,8 +105,9 @@ export class RocketMqGateway implements BrokerGateway {
         },
       },
     });
-    if (config.tlsCa) useCustomCa(this.producer, config.tlsCa);
-    this.guardRecoverCommand();
+    if (this.config.tlsCa) useCustomCa(producer, this.config.tlsCa);
+    this.guardRecoverCommand(producer);
+    return producer;
   }
 
   async start(): Promise<void> {
@@ -192,9 +204,11 @@ export class RocketMqGateway implements BrokerGateway {
 
   /** Never rejects: the client's shutdown rejects or hangs when the proxy is gone. */
   async shutdown(): Promise<void> {
+    const client = this.built;
+    if (client === undefined) return; // never started: no client, nothing to close
     try {
       await withTimeout(
-        this.producer.shutdown(),
+        client.shutdown(),
         this.config.shutdownTimeoutMs,
         () => new Error(`client shutdown did not finish within ${this.config.shutdownTimeoutMs} ms`),
       );
@@ -207,11 +221,11 @@ export class RocketMqGateway implements BrokerGateway {
    * The client calls onRecoverOrphanedTransactionCommand without awaiting it; a command with no
    * message throws there and becomes an unhandled rejection that can kill the process.
    */
-  private guardRecoverCommand(): void {
+  private guardRecoverCommand(producer: Producer): void {
     // The answer counts as given only once its EndTransaction returned OK: a COMMIT decided and
     // then lost (the call failed, the process died) must not confirm the event, or discard
     // recovery would skip it after the broker drops the half message.
-    const client = this.producer as unknown as {
+    const client = producer as unknown as {
       endTransaction(
         endpoints: unknown,
         message: object,
@@ -221,7 +235,7 @@ export class RocketMqGateway implements BrokerGateway {
         source?: TransactionSource,
       ): Promise<void>;
     };
-    const end = client.endTransaction.bind(this.producer);
+    const end = client.endTransaction.bind(producer);
     const sent = this.config.onCheckBackAnswerSent;
     client.endTransaction = async (endpoints, message, messageId, transactionId, resolution, source) => {
       await end(endpoints, message, messageId, transactionId, resolution, source);
@@ -236,8 +250,8 @@ export class RocketMqGateway implements BrokerGateway {
         }
       }
     };
-    const original = this.producer.onRecoverOrphanedTransactionCommand.bind(this.producer);
-    this.producer.onRecoverOrphanedTransactionCommand = async (endpoints, command) => {
+    const original = producer.onRecoverOrphanedTransactionCommand.bind(producer);
+    producer.onRecoverOrphanedTransactionCommand = async (endpoints, command) => {
       try {
         await original(endpoints, command);
       } catch (err) {

@@ -1,6 +1,5 @@
 import { DataSource } from 'typeorm';
-import { StoreError } from '../errors';
-import { accessDeniedAny } from '../store/typeorm/dialect';
+import { accessDeniedAny, driverErrorOf, failureAny } from '../store/typeorm/dialect';
 import { probeTable } from '../store/typeorm/tableProbe';
 import { requireEndpoints, RESOURCE_NAME_RE } from '../util/clientOptions';
 import { invalid, stringFlag, UsageError, type FlagSpecs, type ParsedFlags } from './args';
@@ -74,59 +73,33 @@ export function resolveDbTarget(flags: ParsedFlags, env: Record<string, string |
   };
 }
 
-// Node's socket codes (both drivers), mysql2's lost connection, PostgreSQL's connection SQLSTATEs.
-const UNREACHABLE = new Set([
-  '57P03',
-  '08001',
-  '08006',
-  'ECONNREFUSED',
-  'ENOTFOUND',
-  'EAI_AGAIN',
-  'ETIMEDOUT',
-  'EHOSTUNREACH',
-  'ENETUNREACH',
-  'ECONNRESET',
-  'PROTOCOL_CONNECTION_LOST',
-]);
-
-function driverCode(err: unknown): string | undefined {
-  for (let e: unknown = err, i = 0; e !== undefined && e !== null && i < 4; i++) {
-    const c = (e as { code?: unknown }).code;
-    if (typeof c === 'string' && !(e instanceof StoreError)) return c;
-    e = (e as { driverError?: unknown; cause?: unknown }).driverError ?? (e as { cause?: unknown }).cause;
-  }
-  return undefined;
-}
-
-/** A database failure as one line that names the (masked) DSN. */
+/** A database failure as one line that names the (masked) DSN; the store's dialects classify it. */
 export function databaseError(target: DbTarget, err: unknown): CliError {
-  const code = driverCode(err);
+  const driver = driverErrorOf(err) ?? err;
   const detail = describeError(err);
-  if (code !== undefined && UNREACHABLE.has(code)) {
-    return new CliError(`cannot reach the database at ${target.display}: ${detail}`, err);
+  switch (failureAny(driver)) {
+    case 'UNREACHABLE':
+      return new CliError(`cannot reach the database at ${target.display}: ${detail}`, err);
+    case 'LOGIN_REFUSED':
+      return new CliError(`the database at ${target.display} refused the login: ${detail}`, err);
+    case 'TABLE_ACCESS_DENIED': {
+      const denied = accessDeniedAny(driver);
+      const what = denied ? `${denied.privilege} on ${denied.table}` : 'a table privilege';
+      return new CliError(
+        `the database user of ${target.display} lacks ${what} (grants per command: docs/security.md): ${detail}`,
+        err,
+      );
+    }
+    case 'NO_DATABASE':
+      return new CliError(`the database named in ${target.display} does not exist: ${detail}`, err);
+    case 'NO_SUCH_TABLE':
+      return new CliError(
+        `${detail} (database ${target.display}): run the SDK migrations (rocketMqTxMigrations) first`,
+        err,
+      );
+    default:
+      return new CliError(`database error at ${target.display}: ${detail}`, err);
   }
-  // PostgreSQL: 28P01 wrong password, 28000 no pg_hba entry / role may not log in.
-  if (code !== undefined && (/^ER_(DB)?ACCESS_DENIED/.test(code) || code === '28P01' || code === '28000')) {
-    return new CliError(`the database at ${target.display} refused the login: ${detail}`, err);
-  }
-  if (code === 'ER_TABLEACCESS_DENIED_ERROR' || code === 'ER_COLUMNACCESS_DENIED_ERROR' || code === '42501') {
-    const denied = accessDeniedAny(err instanceof StoreError ? err.cause : err);
-    const what = denied ? `${denied.privilege} on ${denied.table}` : 'a table privilege';
-    return new CliError(
-      `the database user of ${target.display} lacks ${what} (grants per command: docs/security.md): ${detail}`,
-      err,
-    );
-  }
-  if (code === 'ER_BAD_DB_ERROR' || code === '3D000') {
-    return new CliError(`the database named in ${target.display} does not exist: ${detail}`, err);
-  }
-  if (code === 'ER_NO_SUCH_TABLE' || code === '42P01') {
-    return new CliError(
-      `${detail} (database ${target.display}): run the SDK migrations (rocketMqTxMigrations) first`,
-      err,
-    );
-  }
-  return new CliError(`database error at ${target.display}: ${detail}`, err);
 }
 
 /** A DataSource on the target, not yet connected (raw SQL only: the SDK stores need no entities). */
@@ -201,7 +174,7 @@ export async function withConnected<T>(
     return await fn(ds);
   } catch (err) {
     if (err instanceof CliError || err instanceof UsageError) throw err;
-    if (driverCode(err) !== undefined) throw databaseError(target, err);
+    if (driverErrorOf(err) !== undefined) throw databaseError(target, err);
     throw err;
   } finally {
     await ds.destroy().catch(() => undefined);

@@ -27,6 +27,11 @@ const COMMANDS: Record<string, { summary: string; load: () => Promise<Command> }
     summary: 'move old SENT outbox rows to outbox_event_archive, purge settled rows (bounded batches)',
     load: () => import('./archive').then((m) => m.archiveCommand),
   },
+  cdc: {
+    summary:
+      "publish delivery 'cdc' outbox rows from the MySQL/MariaDB binlog or PostgreSQL WAL (Debezium engine, restarted on crash)",
+    load: () => import('./cdc').then((m) => m.cdcCommand),
+  },
   chaos: {
     summary: 'crash-window runner: SIGKILL your producer code in every window, count lost/phantom/duplicates',
     load: () => import('./chaos').then((m) => m.chaosCommand),

@@ -12,9 +12,16 @@ import {
   durationFlag,
   FlagBindings,
   JSON_FLAG,
+  stringFlag,
   topicsFlag,
+  UsageError,
   type Command,
 } from './args';
+import { readdirSync, readFileSync } from 'node:fs';
+import { join } from 'node:path';
+import type { DataSource } from 'typeorm';
+import type { CdcEngineState } from '../cdc/engine';
+import { readCdcBacklog } from '../store/typeorm/cdcQueries';
 import { resolveDbTarget, withDatabase } from './connection';
 import { formatAge, printJson, renderTable } from './output';
 
@@ -37,9 +44,51 @@ export const statusFlags = {
     value: '<duration>',
     description: "the producers' discard horizon: older unconfirmed events count as overdue (default 20m)",
   },
+  'cdc-home': {
+    type: 'string',
+    value: '<dir>',
+    description: 'also report the CDC engines of this rocketmq-tx cdc --home (published, restarts, lag)',
+  },
   ...JSON_FLAG,
   ...COMMON_FLAGS,
 } as const satisfies Command['flags'];
+
+/** A CDC engine as `status --cdc-home` reports it: its last state and the backlog measured now. */
+export type CdcStatus = CdcEngineState;
+
+/** The engines' state files in a cdc --home, with the backlog measured on `ds` now. */
+async function cdcStatus(ds: DataSource, home: string): Promise<CdcStatus[]> {
+  let files: string[];
+  try {
+    files = readdirSync(home).filter((f) => f.endsWith('.state.json'));
+  } catch (err) {
+    throw new UsageError(`invalid --cdc-home ${JSON.stringify(home)}: ${(err as Error).message}`);
+  }
+  const out: CdcStatus[] = [];
+  for (const f of files.sort()) {
+    const state = JSON.parse(readFileSync(join(home, f), 'utf8')) as CdcEngineState;
+    const b = await readCdcBacklog(ds, state.lastEventId ?? null);
+    out.push({ ...state, behindEvents: b.events, behindMs: b.ageMs });
+  }
+  return out;
+}
+
+function renderCdc(engines: readonly CdcStatus[]): string {
+  if (engines.length === 0) return 'cdc: no engine state in --cdc-home\n';
+  return `cdc engines:\n${renderTable(
+    ['engine', 'running', 'published', 'behind', 'oldest behind', 'restarts', 'updated', 'last error'],
+    engines.map((e) => [
+      e.name,
+      e.running ? 'yes' : 'no',
+      e.published,
+      e.behindEvents,
+      formatAge(e.behindMs),
+      Math.max(0, e.restarts),
+      e.updatedAt,
+      e.lastError ?? '',
+    ]),
+  )}`;
+}
 
 function outboxRow(name: string, c: OutboxStatusCounts) {
   return [
@@ -48,6 +97,7 @@ function outboxRow(name: string, c: OutboxStatusCounts) {
     c.byStatus.IN_FLIGHT,
     c.byStatus.SENT,
     c.byStatus.DEAD,
+    c.byStatus.CDC,
     c.total,
     formatAge(c.oldestUndeliveredAgeMs),
   ];
@@ -113,7 +163,7 @@ export function renderStatus(s: StatusReport): string {
   const topics = Object.keys(o.byTopic).sort();
   out.push(
     renderTable(
-      ['topic', 'NEW', 'IN_FLIGHT', 'SENT', 'DEAD', 'total', 'oldest undelivered'],
+      ['topic', 'NEW', 'IN_FLIGHT', 'SENT', 'DEAD', 'CDC', 'total', 'oldest undelivered'],
       [...topics.map((name) => outboxRow(name, o.byTopic[name]!)), outboxRow('(all)', o)],
     ),
   );
@@ -158,11 +208,15 @@ export const statusCommand: Command = {
     bindings.bind('topics', 'topic', topics.join(','));
     bindings.bind('consumerGroups', 'consumer-group', groups.join(','));
     const target = resolveDbTarget(parsed.flags, io.env);
-    const report = await withDatabase(target, (ds) =>
-      collectStatus(ds, options).catch((err: unknown) => Promise.reject(bindings.translate(err) ?? err)),
-    );
-    if (boolFlag(parsed.flags, 'json')) printJson(io, report);
-    else io.stdout.write(renderStatus(report));
+    const cdcHome = stringFlag(parsed.flags, 'cdc-home');
+    const [report, cdc] = await withDatabase(target, async (ds) => [
+      await collectStatus(ds, options).catch((err: unknown) =>
+        Promise.reject(bindings.translate(err) ?? err),
+      ),
+      cdcHome === undefined ? undefined : await cdcStatus(ds, cdcHome),
+    ]);
+    if (boolFlag(parsed.flags, 'json')) printJson(io, cdc === undefined ? report : { ...report, cdc });
+    else io.stdout.write(renderStatus(report) + (cdc === undefined ? '' : `\n${renderCdc(cdc)}`));
     return 0;
   },
 };

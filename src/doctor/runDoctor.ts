@@ -1,7 +1,7 @@
 import type { DataSource } from 'typeorm';
 import { readTopicRoutes } from '../broker/topicRoutes';
 import { resolveStatusOptions, shapeStatus } from '../observability/status';
-import { classifyAny, dialectFor } from '../store/typeorm/dialect';
+import { classifyAny, dialectFor, driverErrorOf } from '../store/typeorm/dialect';
 import { doctorQueries } from '../store/typeorm/doctorQueries';
 import { readOutboxStatusRows } from '../store/typeorm/statusQueries';
 import { tableGrants } from '../store/typeorm/grants';
@@ -101,7 +101,8 @@ async function attempt<T>(
     return { ok: true, value: await fn() };
   } catch (err) {
     const text = errorLine(err);
-    if (/ER_NO_SUCH_TABLE|42P01/.test(text) || classifyAny(err) === 'NO_SUCH_TABLE') {
+    const kind = classifyAny(driverErrorOf(err) ?? err);
+    if (kind === 'NO_SUCH_TABLE') {
       return {
         ok: false,
         check: check(group, id, 'skip', `not checked: ${text}`, {
@@ -109,7 +110,7 @@ async function attempt<T>(
         }),
       };
     }
-    const denied = /ACCESS_DENIED|denied/i.test(text);
+    const denied = kind === 'ACCESS_DENIED' || /denied/i.test(text);
     return {
       ok: false,
       check: check(group, id, 'warn', `could not read ${what}: ${text}`, {

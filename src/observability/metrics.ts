@@ -52,7 +52,7 @@ const KNOWN = ['register', 'status', 'durationBuckets', 'lagBuckets', 'logger'];
 const STATUS_KNOWN = ['dataSource', 'topics', 'consumerGroups', 'discardHorizonMs', 'cacheMs', 'timeoutMs'];
 const TX_STATUSES = ['COMMITTED', 'ROLLED_BACK'] as const;
 const RESOLVERS = ['PRODUCER', 'CHECK_BACK'] as const;
-const OUTBOX_STATUSES = ['NEW', 'IN_FLIGHT', 'SENT', 'DEAD'] as const;
+const OUTBOX_STATUSES = ['NEW', 'IN_FLIGHT', 'SENT', 'DEAD', 'CDC'] as const;
 
 /** The name every rocketmq-tx metric starts with. */
 export const METRIC_PREFIX = 'rocketmq_tx_';

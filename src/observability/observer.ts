@@ -23,7 +23,7 @@ export interface TransactionEvent {
   producerGroup: string;
   outcome: TransactionOutcomeLabel;
   /** Effective delivery (an outbox fallback reports 'outbox'). */
-  delivery: 'transactional' | 'outbox';
+  delivery: 'transactional' | 'outbox' | 'cdc';
   durationMs: number;
 }
 

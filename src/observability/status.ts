@@ -44,7 +44,7 @@ export interface InDoubtCounts {
 
 export type StatusTxStatus = 'COMMITTED' | 'ROLLED_BACK';
 export type StatusResolvedBy = 'PRODUCER' | 'CHECK_BACK';
-export type StatusOutboxStatus = 'NEW' | 'IN_FLIGHT' | 'SENT' | 'DEAD';
+export type StatusOutboxStatus = 'NEW' | 'IN_FLIGHT' | 'SENT' | 'DEAD' | 'CDC';
 export type StatusConsumedOutcome = 'APPLIED' | 'STALE' | 'IGNORED';
 
 /** Outbox counts of one topic (or of all topics). */
@@ -125,7 +125,7 @@ const IN_DOUBT_STATES: Readonly<Record<string, InDoubtState>> = {
 };
 const TX_STATUSES: readonly StatusTxStatus[] = ['COMMITTED', 'ROLLED_BACK'];
 const RESOLVERS: readonly StatusResolvedBy[] = ['PRODUCER', 'CHECK_BACK'];
-const OUTBOX_STATUSES: readonly StatusOutboxStatus[] = ['NEW', 'IN_FLIGHT', 'SENT', 'DEAD'];
+const OUTBOX_STATUSES: readonly StatusOutboxStatus[] = ['NEW', 'IN_FLIGHT', 'SENT', 'DEAD', 'CDC'];
 const OUTCOMES: readonly StatusConsumedOutcome[] = ['APPLIED', 'STALE', 'IGNORED'];
 
 /** @internal Validated filter. */

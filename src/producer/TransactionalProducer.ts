@@ -346,14 +346,14 @@ export class TransactionalProducer {
     await joined.recorded;
     const { delivery, halves } = await this.sendHalvesOrFallback(txId, prepared, requested);
     try {
-      await this.writeOutboxRows(manager, txId, prepared, delivery === 'outbox' ? 'NEW' : 'IN_FLIGHT');
+      await this.writeOutboxRows(manager, txId, prepared, initialStatus(delivery));
     } catch (err) {
       // These events are not published, whatever the caller's transaction does next.
       await this.endAll(txId, halves, false);
       throw err;
     }
     const eventIds = prepared.map((p) => p.eventId);
-    if (delivery === 'outbox') joined.delivery = 'outbox';
+    if (delivery !== 'transactional') joined.delivery = delivery;
     joined.calls.push({ halves, eventIds });
     return {
       txId,
@@ -382,7 +382,7 @@ export class TransactionalProducer {
       throw new InvalidOptionError(label, callOptions, 'an object { delivery? }');
     }
     const delivery = resolveDeliveryMode('delivery', callOptions.delivery, this.options.delivery);
-    if (delivery === 'outbox' && !this.outbox) {
+    if (delivery !== 'transactional' && !this.outbox) {
       throw new InvalidOptionError(
         'delivery',
         delivery,
@@ -500,7 +500,7 @@ export class TransactionalProducer {
     requested: DeliveryMode,
   ): Promise<TransactResult<T>> {
     const { delivery, halves } = await this.sendHalvesOrFallback(txId, prepared, requested);
-    const local = await this.runLocal(txId, prepared, work, delivery === 'outbox' ? 'NEW' : 'IN_FLIGHT');
+    const local = await this.runLocal(txId, prepared, work, initialStatus(delivery));
     // The connection is back in the pool before any broker round trip.
     if (local.kind === 'committed') {
       this.counters.committed++;
@@ -521,7 +521,7 @@ export class TransactionalProducer {
     prepared: PreparedEvent[],
     requested: DeliveryMode,
   ): Promise<{ delivery: DeliveryMode; halves: HalfMessage[] }> {
-    if (requested === 'outbox') return { delivery: 'outbox', halves: [] };
+    if (requested !== 'transactional') return { delivery: requested, halves: [] };
     try {
       return { delivery: requested, halves: await this.sendHalves(txId, prepared) };
     } catch (err) {
@@ -690,4 +690,9 @@ export class TransactionalProducer {
   shutdown(): Promise<void> {
     return this.lifecycle.shutdown();
   }
+}
+
+/** The status of a transaction's outbox rows: IN_FLIGHT under a half message, NEW for the relay, CDC for the binlog reader. */
+function initialStatus(delivery: DeliveryMode): OutboxInitialStatus {
+  return delivery === 'transactional' ? 'IN_FLIGHT' : delivery === 'outbox' ? 'NEW' : 'CDC';
 }

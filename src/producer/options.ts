@@ -65,8 +65,10 @@ export interface DiscardRecoveryOptions {
  * How a transaction's events reach the broker.
  * - `transactional`: a half message per event, committed after the local COMMIT (row IN_FLIGHT).
  * - `outbox`: no half message; the row is NEW and the OutboxRelay delivers it.
+ * - `cdc`: no half message; the row is CDC and `rocketmq-tx cdc` (Debezium reading the binlog)
+ *   publishes it when the transaction commits. The relay never takes CDC rows.
  */
-export type DeliveryMode = 'transactional' | 'outbox';
+export type DeliveryMode = 'transactional' | 'outbox' | 'cdc';
 
 /** The connection options (ConnectionOptions) and: */
 export interface TransactionalProducerOptions extends ConnectionOptions {
@@ -218,8 +220,8 @@ function resolveDiscardRecovery(value: unknown): DiscardRecoverySettings | null 
 
 export function resolveDeliveryMode(option: string, value: unknown, fallback: DeliveryMode): DeliveryMode {
   if (value === undefined) return fallback;
-  if (value !== 'transactional' && value !== 'outbox') {
-    throw new InvalidOptionError(option, value, '"transactional" or "outbox"');
+  if (value !== 'transactional' && value !== 'outbox' && value !== 'cdc') {
+    throw new InvalidOptionError(option, value, '"transactional", "outbox" or "cdc"');
   }
   return value;
 }

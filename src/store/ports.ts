@@ -45,7 +45,7 @@ export interface TxRecordStore extends TxStatusReader {
 }
 
 /** How an event row starts: IN_FLIGHT (a half message carries it) or NEW (the relay sends it). */
-export type OutboxInitialStatus = 'IN_FLIGHT' | 'NEW';
+export type OutboxInitialStatus = 'IN_FLIGHT' | 'NEW' | 'CDC';
 
 /** One event as the outbox stores it: enough to rebuild the exact message. */
 export interface NewOutboxEvent {

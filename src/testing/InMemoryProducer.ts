@@ -1,7 +1,7 @@
 import type { DataSource, EntityManager, EntitySubscriberInterface, QueryRunner } from 'typeorm';
 import { InvalidOptionError, ProducerNotRunningError } from '../errors';
 import { prepareEvents, type PreparedEvent, type TransactEvent } from '../outbox/events';
-import type { DeliveryMode } from '../producer/options';
+import { resolveDeliveryMode, type DeliveryMode } from '../producer/options';
 import type {
   TransactOptions,
   TransactResult,
@@ -150,7 +150,7 @@ export class InMemoryProducer implements TransactionalProducerLike {
       throw err;
     }
     const messages = this.record({ txId, prepared });
-    return { result, txId, delivery, messageIds: delivery === 'outbox' ? [] : messages, eventIds };
+    return { result, txId, delivery, messageIds: delivery === 'transactional' ? messages : [], eventIds };
   }
 
   /**
@@ -234,9 +234,5 @@ function deliveryOf(callOptions: unknown): DeliveryMode {
   if (typeof callOptions !== 'object' || callOptions === null) {
     throw new InvalidOptionError('transact options', callOptions, 'an object { delivery? }');
   }
-  const delivery = (callOptions as { delivery?: unknown }).delivery ?? 'transactional';
-  if (delivery !== 'transactional' && delivery !== 'outbox') {
-    throw new InvalidOptionError('delivery', delivery, '"transactional" or "outbox"');
-  }
-  return delivery;
+  return resolveDeliveryMode('delivery', (callOptions as { delivery?: unknown }).delivery, 'transactional');
 }

@@ -45,10 +45,10 @@ describe(`collectStatus (${TEST_DATABASE})`, () => {
       byStatus: { COMMITTED: 3, ROLLED_BACK: 1 },
       byStatusAndResolvedBy: { ROLLED_BACK: { CHECK_BACK: 1, PRODUCER: 0 } },
     });
-    expect(s.outbox.byStatus).toEqual({ NEW: 2, IN_FLIGHT: 4, SENT: 1, DEAD: 1 });
+    expect(s.outbox.byStatus).toEqual({ NEW: 2, IN_FLIGHT: 4, SENT: 1, DEAD: 1, CDC: 0 });
     expect(s.outbox.total).toBe(8);
     expect(s.outbox.dead).toBe(1);
-    expect(s.outbox.byTopic[topic]!.byStatus).toEqual({ NEW: 1, IN_FLIGHT: 4, SENT: 1, DEAD: 1 });
+    expect(s.outbox.byTopic[topic]!.byStatus).toEqual({ NEW: 1, IN_FLIGHT: 4, SENT: 1, DEAD: 1, CDC: 0 });
     expect(s.outbox.byTopic[other]!.undelivered).toBe(1);
     // Ages on the database clock: 90 min (other topic's NEW row), 40 min (this topic's oldest).
     const within = (v: number | null, lowMin: number, highMin: number) => {

@@ -270,7 +270,7 @@ describe(`rocketmq-tx CLI as a child process (real database: ${TEST_DATABASE}, r
     expect(s.inDoubt.events).toBe(2);
     expect(s.inDoubt.oldestAgeMs).toBeGreaterThanOrEqual(600_000);
     expect(s.inDoubt.oldestAgeMs).toBeLessThan(3_600_000);
-    expect(s.outbox.byTopic[topic]!.byStatus).toEqual({ NEW: 2, IN_FLIGHT: 2, SENT: 2, DEAD: 1 });
+    expect(s.outbox.byTopic[topic]!.byStatus).toEqual({ NEW: 2, IN_FLIGHT: 2, SENT: 2, DEAD: 1, CDC: 0 });
     expect(s.outbox.total).toBe(7);
     expect(s.outbox.undelivered).toBe(4);
     expect(s.outbox.dead).toBe(1);
@@ -284,7 +284,9 @@ describe(`rocketmq-tx CLI as a child process (real database: ${TEST_DATABASE}, r
     expect(table.stdout).toMatch(
       /^in doubt \(committed, broker commit not confirmed\): 2 transactions, 2 events, oldest 10 m \d\d s$/m,
     );
-    expect(table.stdout).toMatch(new RegExp(`^${topic}\\s+2\\s+2\\s+2\\s+1\\s+7\\s+10 m \\d\\d s$`, 'm'));
+    expect(table.stdout).toMatch(
+      new RegExp(`^${topic}\\s+2\\s+2\\s+2\\s+1\\s+0\\s+7\\s+10 m \\d\\d s$`, 'm'),
+    );
     expect(table.stdout).toMatch(/^1 DEAD event: rocketmq-tx dead-letter list$/m);
     expect(table.stderr).toBe('');
   });

@@ -97,7 +97,7 @@ describe(`collectStatus against real rows (${TEST_DATABASE})`, () => {
     });
     expect(s.outbox).toMatchObject({
       total: 6,
-      byStatus: { NEW: 1, IN_FLIGHT: 2, SENT: 2, DEAD: 1 },
+      byStatus: { NEW: 1, IN_FLIGHT: 2, SENT: 2, DEAD: 1, CDC: 0 },
       undelivered: 3,
       dead: 1,
     });

@@ -78,13 +78,13 @@ describe('collectStatus: shaping the rows', () => {
       new Date(),
     );
     expect(s.outbox.total).toBe(16);
-    expect(s.outbox.byStatus).toEqual({ NEW: 2, IN_FLIGHT: 3, SENT: 10, DEAD: 1 });
+    expect(s.outbox.byStatus).toEqual({ NEW: 2, IN_FLIGHT: 3, SENT: 10, DEAD: 1, CDC: 0 });
     expect(s.outbox.undelivered).toBe(5);
     expect(s.outbox.dead).toBe(1);
     expect(s.outbox.oldestUndeliveredAgeMs).toBe(1500);
     expect(s.outbox.byTopic.a).toEqual({
       total: 12,
-      byStatus: { NEW: 2, IN_FLIGHT: 0, SENT: 10, DEAD: 0 },
+      byStatus: { NEW: 2, IN_FLIGHT: 0, SENT: 10, DEAD: 0, CDC: 0 },
       undelivered: 2,
       oldestUndeliveredAgeMs: 1500,
     });

@@ -1,5 +1,11 @@
 import { StoreAccessDeniedError, StoreError } from '../../src';
-import { classifyAny, mysqlDialect, postgresDialect } from '../../src/store/typeorm/dialect';
+import {
+  classifyAny,
+  driverErrorOf,
+  failureAny,
+  mysqlDialect,
+  postgresDialect,
+} from '../../src/store/typeorm/dialect';
 import { toStoreError } from '../../src/store/typeorm/storeError';
 
 /** As TypeORM reports a failed statement: a QueryFailedError-like error with the driver's error. */
@@ -163,5 +169,67 @@ describe('PostgreSQL: SQLSTATEs classified like their MySQL counterparts', () =>
 
   it('placeholders are numbered', () => {
     expect([1, 2].map((i) => postgresDialect.placeholder(i))).toEqual(['$1', '$2']);
+  });
+});
+
+describe('failureAny: what a person must fix, for either driver, under any wrapper', () => {
+  const mysql = (code: string, errno: number, sqlMessage: string) =>
+    Object.assign(new Error(sqlMessage), { code, errno, sqlMessage });
+  const pg = (code: string, message: string) =>
+    Object.assign(new Error(message), { code, severity: 'FATAL' });
+
+  it.each([
+    ['mysql2 refused socket', mysql('ECONNREFUSED', -111, 'connect ECONNREFUSED'), 'UNREACHABLE'],
+    [
+      'an unknown host',
+      Object.assign(new Error('getaddrinfo ENOTFOUND db'), { code: 'ENOTFOUND' }),
+      'UNREACHABLE',
+    ],
+    ['PostgreSQL cannot connect now', pg('57P03', 'the database system is starting up'), 'UNREACHABLE'],
+    [
+      'MySQL wrong password',
+      mysql('ER_ACCESS_DENIED_ERROR', 1045, "Access denied for user 'a'"),
+      'LOGIN_REFUSED',
+    ],
+    [
+      'MySQL database refused',
+      mysql('ER_DBACCESS_DENIED_ERROR', 1044, 'Access denied to database'),
+      'LOGIN_REFUSED',
+    ],
+    ['PostgreSQL wrong password', pg('28P01', 'password authentication failed'), 'LOGIN_REFUSED'],
+    ['PostgreSQL no pg_hba entry', pg('28000', 'no pg_hba.conf entry'), 'LOGIN_REFUSED'],
+    ['MySQL unknown database', mysql('ER_BAD_DB_ERROR', 1049, "Unknown database 'shop'"), 'NO_DATABASE'],
+    ['PostgreSQL unknown database', pg('3D000', 'database "shop" does not exist'), 'NO_DATABASE'],
+    [
+      'MySQL table privilege',
+      mysql(
+        'ER_TABLEACCESS_DENIED_ERROR',
+        1142,
+        "SELECT command denied to user 'a'@'h' for table `d`.`tx_record`",
+      ),
+      'TABLE_ACCESS_DENIED',
+    ],
+    [
+      'PostgreSQL table privilege',
+      pg('42501', 'permission denied for table tx_record'),
+      'TABLE_ACCESS_DENIED',
+    ],
+    [
+      'MySQL missing table',
+      mysql('ER_NO_SUCH_TABLE', 1146, "Table 'd.tx_record' doesn't exist"),
+      'NO_SUCH_TABLE',
+    ],
+    ['PostgreSQL missing table', pg('42P01', 'relation "tx_record" does not exist'), 'NO_SUCH_TABLE'],
+    ['a syntax error', mysql('ER_PARSE_ERROR', 1064, 'syntax'), 'OTHER'],
+  ])('%s is %s', (_what, err, failure) => {
+    expect(failureAny(err)).toBe(failure);
+    // The same driver error under TypeORM's QueryFailedError and an SDK StoreError.
+    const wrapped = new StoreError('read failed', Object.assign(new Error('q'), { driverError: err }));
+    expect(driverErrorOf(wrapped)).toBe(err);
+    expect(failureAny(driverErrorOf(wrapped))).toBe(failure);
+  });
+
+  it('an SDK error with no driver error under it has none', () => {
+    expect(driverErrorOf(new StoreError('read failed', new Error('plain')))).toBeUndefined();
   });
 });

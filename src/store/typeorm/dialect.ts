@@ -193,6 +193,47 @@ export function accessDeniedAny(err: unknown): AccessDenied | undefined {
   return mysqlDialect.accessDenied(err) ?? postgresDialect.accessDenied(err);
 }
 
+/**
+ * Why a connection or a statement failed, finer than DbErrorKind where a person must act
+ * differently (the CLI's one-line failures): the server cannot be reached, the login (user,
+ * password, host or database access) was refused, the named database does not exist, a table
+ * privilege is missing, the table is missing. Either driver.
+ */
+export type DbFailure =
+  'UNREACHABLE' | 'LOGIN_REFUSED' | 'NO_DATABASE' | 'TABLE_ACCESS_DENIED' | 'NO_SUCH_TABLE' | 'OTHER';
+
+// A refused login or database (MySQL 1045 / 1044; PostgreSQL 28P01 wrong password, 28000 no
+// pg_hba entry or the role may not log in). A missing database: MySQL 1049, PostgreSQL 3D000.
+const LOGIN_REFUSED_STATES = new Set(['28000', '28P01']);
+const NO_DATABASE_CODES = new Set(['ER_BAD_DB_ERROR', '3D000']);
+
+/**
+ * The driver's own error under the wrappers around it (TypeORM's QueryFailedError.driverError,
+ * an SDK error's cause): the first object with a string `code` that is not an SDK error
+ * (those carry `retriable`); undefined when there is none.
+ */
+export function driverErrorOf(err: unknown): object | undefined {
+  for (let e: unknown = err, i = 0; typeof e === 'object' && e !== null && i < 4; i++) {
+    const c = (e as { code?: unknown }).code;
+    if (typeof c === 'string' && typeof (e as { retriable?: unknown }).retriable !== 'boolean') return e;
+    e = (e as { driverError?: unknown; cause?: unknown }).driverError ?? (e as { cause?: unknown }).cause;
+  }
+  return undefined;
+}
+
+export function failureAny(err: unknown): DbFailure {
+  const { code, errno } = driverError(err);
+  const kind = classifyAny(err);
+  if (kind === 'CONNECTION' || code === 'ENOTFOUND') return 'UNREACHABLE';
+  if (kind === 'NO_SUCH_TABLE') return 'NO_SUCH_TABLE';
+  if ((typeof code === 'string' && NO_DATABASE_CODES.has(code)) || errno === 1049) return 'NO_DATABASE';
+  if (kind !== 'ACCESS_DENIED') return 'OTHER';
+  const login =
+    isIn(ACCESS_CODES, ACCESS_ERRNOS, code, errno) ||
+    (typeof code === 'string' && LOGIN_REFUSED_STATES.has(code));
+  return login ? 'LOGIN_REFUSED' : 'TABLE_ACCESS_DENIED';
+}
+
 /** A deadlock victim or a lock-wait timeout: the statement or transaction may simply run again. */
 export function isLockVictim(kind: DbErrorKind): boolean {
   return kind === 'DEADLOCK' || kind === 'LOCK_WAIT_TIMEOUT';

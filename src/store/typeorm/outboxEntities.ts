@@ -1,7 +1,7 @@
 import { EntitySchema } from 'typeorm';
 import { perDatabase, type SchemaTypes } from './columnTypes';
 
-export type OutboxStatus = 'IN_FLIGHT' | 'NEW' | 'SENT' | 'DEAD';
+export type OutboxStatus = 'IN_FLIGHT' | 'NEW' | 'SENT' | 'DEAD' | 'CDC';
 
 /**
  * A row of `outbox_event`: one per event, written in the producer's local transaction. It holds

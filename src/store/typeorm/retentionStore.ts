@@ -49,11 +49,14 @@ function eligible(sql: RetentionSql, p: SqlParams, table: RetentionTableName, ag
   switch (table) {
     // next_attempt_at keeps it a range read on idx_outbox_status_next (published_at has no index);
     // a SENT row's next_attempt_at is at most one lease after its publish.
+    // A CDC row (delivery 'cdc') has no publish time: it goes by age alone; the engine reads the
+    // binlog, not the table, so removing the row does not stop its publication.
     case 'outbox_event':
-      return `status = 'SENT' AND next_attempt_at < ${sql.cutoff(p, ages.outboxMs)} AND published_at < ${sql.cutoff(p, ages.outboxMs)}`;
+      return `status IN ('SENT', 'CDC') AND next_attempt_at < ${sql.cutoff(p, ages.outboxMs)}
+          AND (status = 'CDC' OR published_at < ${sql.cutoff(p, ages.outboxMs)})`;
     case 'tx_record':
       return `created_at < ${sql.cutoff(p, ages.txRecordMs)}
-          AND NOT EXISTS (SELECT 1 FROM outbox_event o WHERE o.tx_id = tx_record.tx_id AND o.status <> 'SENT')`;
+          AND NOT EXISTS (SELECT 1 FROM outbox_event o WHERE o.tx_id = tx_record.tx_id AND o.status NOT IN ('SENT', 'CDC'))`;
     case 'consumed_event':
       return `consumed_at < ${sql.cutoff(p, ages.consumedMs)}`;
   }

@@ -22,12 +22,16 @@ export function entryPoint(name: string): string {
   return path.join(__dirname, `${name}${path.extname(__filename)}`);
 }
 
-/** Forks `entry` with its config in the environment; resolves once it printed "ready". */
+/**
+ * Forks `entry` with its config in the environment; resolves once it printed "ready". onLine
+ * sees every protocol line the process prints.
+ */
 export async function forkChild(
   entry: string,
   module: string,
   config: unknown,
   readyTimeoutMs: number,
+  onLine?: (line: ChildLine) => void,
 ): Promise<Child> {
   const hooks = new Set([tsNodeHook(entry), tsNodeHook(module)].filter((h): h is string => h !== undefined));
   const proc = spawn(process.execPath, [...[...hooks].flatMap((h) => ['-r', h]), entry], {
@@ -49,6 +53,7 @@ export async function forkChild(
     } catch {
       return; // the target's own output
     }
+    onLine?.(line);
     if (line.t === 'ready') onReady();
     else if (line.t === 'tx') txIds.push(line.txId);
     else if (line.t === 'window') onWindow(line);

@@ -6,6 +6,7 @@
 import { RocketMqConsumerGateway } from '../../broker/RocketMqConsumerGateway';
 import { withAck } from '../../broker/consumerGateway';
 import { IdempotentConsumer } from '../../consumer/IdempotentConsumer';
+import { ACKED_KINDS } from '../../consumer/outcome';
 import type { EventHandler } from '../../consumer/handlers';
 import { CHILD_ENV, hit, say, type ConsumerWindow } from './protocol';
 import { CONSUMER_TARGET_FUNCTIONS, loadTarget, type ChaosConsumerTarget } from './target';
@@ -34,7 +35,7 @@ async function main(): Promise<void> {
           ...h,
           handle: async (event, context) => {
             await h.handle(event, context);
-            hit('in-handler', event.eventId);
+            hit('in-handler', context.message.messageId);
           },
         }
       : h,
@@ -43,6 +44,11 @@ async function main(): Promise<void> {
     {
       ...options,
       handlers,
+      // Every ack reported to the runner: it waits until what a killed process held came back.
+      onOutcome: (outcome) => {
+        if (ACKED_KINDS.includes(outcome.kind)) say({ t: 'settled', id: outcome.messageId });
+        options.onOutcome?.(outcome);
+      },
       endpoints: cfg.endpoints,
       ...(cfg.namespace ? { namespace: cfg.namespace } : {}),
       dataSource,

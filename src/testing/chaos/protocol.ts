@@ -10,7 +10,11 @@ export type ConsumerWindow = (typeof CONSUMER_WINDOWS)[number];
 
 /** Lines a child writes on stdout (synchronously, so they are in the pipe before a freeze or kill). */
 export type ChildLine =
-  { t: 'ready' } | { t: 'tx'; txId: string } | { t: 'window'; window: string; id?: string };
+  | { t: 'ready' }
+  | { t: 'tx'; txId: string }
+  | { t: 'window'; window: string; id?: string }
+  /** A consumer child acked this message (by messageId): a later process settled what a killed one held. */
+  | { t: 'settled'; id: string };
 
 export const CHILD_ENV = 'ROCKETMQ_TX_CHAOS_CHILD';
 

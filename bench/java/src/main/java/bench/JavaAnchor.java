@@ -26,7 +26,8 @@ import org.apache.rocketmq.client.apis.producer.TransactionResolution;
 
 /**
  * The Java anchor of the benchmark: half send, BEGIN, INSERT tx_record (first statement), INSERT
- * bench_order, COMMIT, Transaction.commit() with rocketmq-client-java 5 and MariaDB Connector/J.
+ * bench_order, COMMIT, Transaction.commit() with rocketmq-client-java 5 and MariaDB Connector/J (or
+ * the PostgreSQL JDBC driver when the bench runs on PostgreSQL).
  * Commands on stdin (one per line), one RESULT line of JSON on stdout per command:
  *   run CONCURRENCY DURATION_MS ROLLBACK_EVERY TAG
  *   quit

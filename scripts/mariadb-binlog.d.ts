@@ -1,0 +1,5 @@
+/** Types of scripts/mariadb-binlog.js (used by the CDC tests). */
+export function start(options?: { quiet?: boolean }): Promise<{ url: string; port: number; pid: number }>;
+export function stop(options?: { quiet?: boolean }): Promise<void>;
+export const URL: string;
+export const PORT: number;
