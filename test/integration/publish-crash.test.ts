@@ -9,7 +9,11 @@ import { makeProducer } from '../helpers/producer';
 const TOPIC = 'rmqtx_tx_join_1';
 const GROUP = 'it_publish_crash';
 const RUNS = Number(process.env.CRASH_RUNS ?? 2);
-/** The survivor's discard recovery: in-doubt halves older than this are republished from IN_FLIGHT outbox rows. */
+/**
+ * The survivor's discard recovery: in-doubt halves older than this are republished from IN_FLIGHT
+ * outbox rows (above the test broker's check horizon, 1 s + 5 checks x 2 s; a check delayed past
+ * it on a loaded machine makes a republish duplicate, which expectDelivered accounts for).
+ */
 const DISCARD_HORIZON_MS = 15_000;
 const RECOVERY_INTERVAL_MS = 1000;
 
@@ -127,6 +131,12 @@ describe('crash windows of publish() in the caller transaction: SIGKILL, resolve
   }
 
   const deliveredCopies = (eventId: string) => collector.withProperty('EVENT_ID', eventId);
+  const republished = (): number => survivor.stats.discardRecovery?.republished ?? 0;
+  /** The survivor's republish count when the current test began. */
+  let republishedBefore = 0;
+  beforeEach(() => {
+    republishedBefore = republished();
+  });
 
   async function outboxRowsOf(txId: string): Promise<string[]> {
     const rows: Array<{ event_id: string }> = await ds.query(
@@ -136,7 +146,11 @@ describe('crash windows of publish() in the caller transaction: SIGKILL, resolve
     return rows.map((r) => r.event_id);
   }
 
-  /** Each event delivered at least once, every copy the same message (at least once, as in (3)). */
+  /**
+   * Each event delivered at least once, every copy the same message (at least once, as in (3)).
+   * A second message for an event is a republish duplicate, allowed only when the survivor's
+   * discard recovery republished that many events (a check delayed past the horizon).
+   */
   async function expectDelivered(eventIds: readonly string[]): Promise<void> {
     for (const eventId of eventIds) {
       await waitFor(() => deliveredCopies(eventId).length > 0, {
@@ -145,11 +159,13 @@ describe('crash windows of publish() in the caller transaction: SIGKILL, resolve
       });
     }
     await flush();
+    let extraMessages = 0;
     for (const eventId of eventIds) {
       const copies = deliveredCopies(eventId);
       expect(copies.length).toBeGreaterThanOrEqual(1);
-      expect(new Set(copies.map((c) => c.messageId)).size).toBe(1);
+      extraMessages += new Set(copies.map((c) => c.messageId)).size - 1;
     }
+    expect(extraMessages).toBeLessThanOrEqual(republished() - republishedBefore);
   }
 
   it(`(4) a savepoint rolled back (its ROLLBACK lost), the outer transaction committed, killed after COMMIT before EndTransaction: the savepoint's events never delivered, the outer ones delivered (${RUNS} runs)`, async () => {
@@ -188,7 +204,7 @@ describe('crash windows of publish() in the caller transaction: SIGKILL, resolve
     }
   });
 
-  it(`(5) a savepoint released, killed after the outer COMMIT before EndTransaction: every event delivered by check-back (${RUNS} runs)`, async () => {
+  it(`(5) a savepoint released, killed after the outer COMMIT before EndTransaction: every event delivered, by check-back or, where the broker's checks went to the killed instance, by discard recovery (${RUNS} runs)`, async () => {
     const runs = await killAllSavepoint('join-savepoint-released');
     for (const run of runs) {
       expect(run.savepointTxId).not.toBe(run.txId);
