@@ -3,6 +3,7 @@ import { createHash } from 'node:crypto';
 import * as fs from 'node:fs';
 import * as path from 'node:path';
 import { createInterface } from 'node:readline';
+import { cdcSnapshotStatement } from '../store/typeorm/cdcQueries';
 
 /**
  * The CDC engine of `rocketmq-tx cdc`: the Debezium embedded engine (MySQL/MariaDB binlog) with a
@@ -173,7 +174,6 @@ export function engineProperties(plan: CdcEnginePlan): Record<string, string> {
   const file = (suffix: string) => path.join(plan.home, `${plan.name}.${suffix}`);
   const pg = plan.db.type === 'postgres';
   const table = pg ? 'public.outbox_event' : `${plan.db.database}.outbox_event`;
-  const quoted = pg ? '"public"."outbox_event"' : `\`${plan.db.database}\`.\`outbox_event\``;
   // A replication slot / publication name: lower case letters, digits and underscores.
   const slot = `rmqtx_${plan.name.toLowerCase().replace(/[^a-z0-9_]/g, '_')}`.slice(0, 63);
   const source: Record<string, string> = pg
@@ -220,7 +220,7 @@ export function engineProperties(plan: CdcEnginePlan): Record<string, string> {
     // A snapshot (first start, or the stored position gone from the log) reads only the rows the
     // engine publishes: CDC rows.
     'snapshot.select.statement.overrides': table,
-    [`snapshot.select.statement.overrides.${table}`]: `SELECT * FROM ${quoted} WHERE status = 'CDC'`,
+    [`snapshot.select.statement.overrides.${table}`]: cdcSnapshotStatement(plan.db.type, plan.db.database),
     'rmqtx.namesrv': plan.namesrv,
     'rmqtx.producerGroup': plan.producerGroup,
     'rmqtx.fifoTopics': plan.fifoTopics.join(','),

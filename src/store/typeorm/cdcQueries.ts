@@ -2,6 +2,15 @@ import type { DataSource } from 'typeorm';
 import { dialectFor } from './dialect';
 
 /**
+ * The statement Debezium runs for a snapshot of outbox_event (first start, or the stored position
+ * gone from the log): only the rows the engine publishes, CDC rows.
+ */
+export function cdcSnapshotStatement(type: 'mysql' | 'postgres', database: string): string {
+  const table = type === 'postgres' ? '"public"."outbox_event"' : `\`${database}\`.\`outbox_event\``;
+  return `SELECT * FROM ${table} WHERE status = 'CDC'`;
+}
+
+/**
  * The reads of `rocketmq-tx cdc` and `status --cdc-home`: whether the server's change log can be
  * read (MySQL/MariaDB binlog in ROW format; PostgreSQL logical decoding), and the CDC backlog.
  */
