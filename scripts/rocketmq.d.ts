@@ -1,6 +1,16 @@
 /** Types for scripts/rocketmq.js, so TypeScript tests can stop and restart the local broker. */
 
-export type Component = 'namesrv' | 'proxy';
+/** 'broker-a', 'broker-b', ... exist in cluster mode (ROCKETMQ_TX_CLUSTER=2 to 4). */
+export type Component = 'namesrv' | 'proxy' | `broker-${string}`;
+
+export interface BrokerInfo {
+  /** broker-a, broker-b, ... */
+  name: string;
+  /** Its remoting address, 127.0.0.1:<port>. */
+  addr: string;
+  /** Its process (in Local mode the proxy's, which embeds the broker). */
+  pid: number | null;
+}
 
 export interface StartOptions {
   /** No progress lines on stdout. */
@@ -17,6 +27,9 @@ export interface StartResult {
   home?: string;
   namesrvPid?: number | null;
   proxyPid?: number | null;
+  /** 'local': one proxy embedding the broker; 'cluster': brokers of their own behind a Cluster-mode proxy. */
+  mode?: 'local' | 'cluster';
+  brokers?: BrokerInfo[];
   alreadyRunning?: boolean;
   ms?: number;
   jarDownloadMs?: number;
@@ -30,7 +43,10 @@ export interface StartResult {
 
 export interface StopOptions {
   quiet?: boolean;
-  /** Default both; `['proxy']` stops only the broker (the NameServer keeps running). */
+  /**
+   * Default all; `['proxy']` stops only the proxy (in Local mode the broker with it; the NameServer
+   * keeps running); in cluster mode `['broker-b']` stops one broker.
+   */
   components?: Component[];
   /** 'SIGKILL' simulates a crash; default 'SIGTERM' (graceful, SIGKILL after ROCKETMQ_STOP_TIMEOUT_MS). */
   signal?: 'SIGTERM' | 'SIGKILL';
@@ -51,12 +67,24 @@ export interface ComponentState {
 export interface StatusResult {
   home: string;
   endpoints: string;
+  mode: 'local' | 'cluster';
   running: boolean;
   namesrv: ComponentState;
   proxy: ComponentState;
+  /** Cluster mode: one entry per broker (broker-a, broker-b, ...). */
+  [broker: `broker-${string}`]: ComponentState;
+}
+
+export interface QueueStatus {
+  broker: string;
+  queueId: number;
+  minOffset: number;
+  maxOffset: number;
 }
 
 export function start(options?: StartOptions): Promise<StartResult>;
+/** The queues of a topic as its brokers report them (mqadmin topicStatus). */
+export function topicStatus(topic: string): Promise<QueueStatus[]>;
 export function stop(options?: StopOptions): Promise<StopResult>;
 export function status(options?: { quiet?: boolean }): Promise<StatusResult>;
 

@@ -3,6 +3,9 @@
 /**
  * Local Apache RocketMQ 5 for tests and samples, without Docker:
  * NameServer + Proxy in Local mode (the proxy embeds the broker), assembled from Maven Central jars.
+ * With ROCKETMQ_TX_CLUSTER=2 (2 to 4): a cluster instead, NameServer + that many brokers (broker-a,
+ * broker-b, ...; each a master with its own ports and store) + a proxy in Cluster mode, in
+ * <repo>/.rocketmq-cluster by default.
  *
  *   node scripts/rocketmq.js start | stop | status
  *
@@ -29,6 +32,25 @@ const BASE_PORTS = {
   brokerFast: 10909,
   brokerHa: 10912,
 };
+/** Cluster mode: broker i (0-based) listens on 10911 + 10 i, its fast port 2 below, its HA port 1 above. */
+const BROKER_PORT_STEP = 10;
+const MAX_CLUSTER_BROKERS = 4;
+
+/**
+ * ROCKETMQ_TX_CLUSTER: unset, empty, 0 or 1 = the single proxy in Local mode; 2 to 4 = that many
+ * brokers behind a proxy in Cluster mode.
+ */
+function clusterBrokers() {
+  const raw = process.env.ROCKETMQ_TX_CLUSTER;
+  if (raw === undefined || raw === '' || raw === '0' || raw === '1') return 0;
+  const n = Number(raw);
+  if (!Number.isInteger(n) || n < 2 || n > MAX_CLUSTER_BROKERS) {
+    throw new RocketMqError(
+      `ROCKETMQ_TX_CLUSTER must be 0 or 1 (one proxy in Local mode) or a broker count from 2 to ${MAX_CLUSTER_BROKERS} (got ${JSON.stringify(raw)})`,
+    );
+  }
+  return n;
+}
 
 /**
  * ROCKETMQ_TX_PORT_OFFSET (default 0) shifts every port, so a second local broker (another
@@ -54,15 +76,34 @@ function ports() {
 
 /** Everything about the run folder; computed per call so env changes (tests) are honoured. */
 function context() {
-  const home = path.resolve(process.env.ROCKETMQ_TX_HOME || path.join(REPO_ROOT, '.rocketmq'));
+  const brokerCount = clusterBrokers();
+  const defaultHome = path.join(REPO_ROOT, brokerCount ? '.rocketmq-cluster' : '.rocketmq');
+  const home = path.resolve(process.env.ROCKETMQ_TX_HOME || defaultHome);
   const PORTS = ports();
   const sec = security.securityFromEnv();
+  if (brokerCount && sec.acl) {
+    throw new RocketMqError(
+      'ROCKETMQ_TX_ACL=1 is not supported with ROCKETMQ_TX_CLUSTER (the proxy in Cluster mode needs inner ' +
+        'credentials for the brokers, which these scripts do not set up): use ACL with the Local-mode broker.',
+    );
+  }
+  const storeDir = path.join(home, 'store');
+  const brokers = brokerCount
+    ? Array.from({ length: brokerCount }, (_, i) => ({
+        name: `broker-${String.fromCharCode(97 + i)}`,
+        port: PORTS.broker + BROKER_PORT_STEP * i,
+        storeDir: path.join(storeDir, `broker-${String.fromCharCode(97 + i)}`),
+      }))
+    : [{ name: 'broker-a', port: PORTS.broker, storeDir }];
   const ctx = {
+    brokers,
+    /** True in cluster mode: the brokers are processes of their own, the proxy runs in Cluster mode. */
+    brokerProcesses: brokerCount > 0,
     version: VERSION,
     home,
     libDir: path.join(home, 'lib'),
     confDir: path.join(home, 'conf'),
-    storeDir: path.join(home, 'store'),
+    storeDir,
     logsDir: path.join(home, 'logs'),
     runDir: path.join(home, 'run'),
     cluster: 'DefaultCluster',
@@ -95,25 +136,57 @@ function context() {
       logs: [path.join(ctx.logsDir, 'namesrv.out'), path.join(ctx.logsDir, 'namesrv.log')],
       pidFile: path.join(ctx.runDir, 'namesrv.pid'),
     },
+    ...Object.fromEntries(
+      (ctx.brokerProcesses ? brokers : []).map((b) => [
+        b.name,
+        {
+          name: b.name,
+          title: `Broker ${b.name}`,
+          mainClass: 'org.apache.rocketmq.broker.BrokerStartup',
+          args: ['-c', path.join(ctx.confDir, `${b.name}.conf`), '-n', ctx.namesrvAddr],
+          heap: ['-Xms512m', '-Xmx1g', '-XX:MaxDirectMemorySize=512m'],
+          jvmProps: [],
+          readyLine: 'boot success',
+          ports: [b.port, b.port - 2, b.port + 1],
+          readyPorts: [b.port],
+          logback: path.join(ctx.confDir, `rmq.${b.name}.logback.xml`),
+          out: path.join(ctx.logsDir, `${b.name}.out`),
+          logs: [
+            path.join(ctx.logsDir, `${b.name}.out`),
+            path.join(ctx.logsDir, `${b.name}.log`),
+            path.join(ctx.logsDir, `${b.name}-transaction.log`),
+          ],
+          pidFile: path.join(ctx.runDir, `${b.name}.pid`),
+        },
+      ]),
+    ),
     proxy: {
       name: 'proxy',
-      title: 'Proxy (Local mode, embedded broker)',
+      title: ctx.brokerProcesses
+        ? `Proxy (Cluster mode, ${brokers.length} brokers)`
+        : 'Proxy (Local mode, embedded broker)',
       mainClass: 'org.apache.rocketmq.proxy.ProxyStartup',
-      args: [
-        '-pm',
-        'Local',
-        '-bc',
-        path.join(ctx.confDir, 'broker.conf'),
-        '-pc',
-        path.join(ctx.confDir, 'rmq-proxy.json'),
-        '-n',
-        ctx.namesrvAddr,
-      ],
-      heap: ['-Xms1g', '-Xmx2g', '-XX:MaxDirectMemorySize=512m'],
+      args: ctx.brokerProcesses
+        ? ['-pm', 'Cluster', '-pc', path.join(ctx.confDir, 'rmq-proxy.json'), '-n', ctx.namesrvAddr]
+        : [
+            '-pm',
+            'Local',
+            '-bc',
+            path.join(ctx.confDir, 'broker.conf'),
+            '-pc',
+            path.join(ctx.confDir, 'rmq-proxy.json'),
+            '-n',
+            ctx.namesrvAddr,
+          ],
+      heap: ctx.brokerProcesses
+        ? ['-Xms512m', '-Xmx1g', '-XX:MaxDirectMemorySize=256m']
+        : ['-Xms1g', '-Xmx2g', '-XX:MaxDirectMemorySize=512m'],
       jvmProps: security.proxyJvmProps(sec),
       readyLine: 'rocketmq-proxy startup successfully',
-      ports: [PORTS.grpc, PORTS.remoting, PORTS.broker, PORTS.brokerFast, PORTS.brokerHa],
-      readyPorts: [PORTS.grpc, PORTS.broker],
+      ports: ctx.brokerProcesses
+        ? [PORTS.grpc, PORTS.remoting]
+        : [PORTS.grpc, PORTS.remoting, PORTS.broker, PORTS.brokerFast, PORTS.brokerHa],
+      readyPorts: ctx.brokerProcesses ? [PORTS.grpc] : [PORTS.grpc, PORTS.broker],
       logback: path.join(ctx.confDir, 'rmq.proxy.logback.xml'),
       out: path.join(ctx.logsDir, 'proxy.out'),
       logs: [
@@ -241,8 +314,16 @@ async function ensureJars(ctx, log) {
 }
 
 function writeConfigs(ctx) {
+  const brokerFiles = ctx.brokerProcesses
+    ? Object.fromEntries(
+        ctx.brokers.flatMap((b) => [
+          [`${b.name}.conf`, config.brokerConf(ctx, b)],
+          [`rmq.${b.name}.logback.xml`, config.brokerLogback(ctx, b)],
+        ]),
+      )
+    : { 'broker.conf': config.brokerConf(ctx) };
   const files = {
-    'broker.conf': config.brokerConf(ctx),
+    ...brokerFiles,
     'namesrv.conf': config.namesrvConf(ctx),
     'rmq-proxy.json': config.proxyJson(ctx),
     'rmq.namesrv.logback.xml': config.namesrvLogback(ctx),
@@ -487,10 +568,9 @@ async function start(options = {}) {
       let state = await inspect(ctx);
 
       if (state.proxy.alive) checkRunningSecurity(ctx);
-      if (state.namesrv.ready && state.proxy.ready) {
-        log(
-          `RocketMQ already running (namesrv pid ${state.namesrv.pid}, proxy pid ${state.proxy.pid}, endpoints ${ctx.endpoints})`,
-        );
+      if (Object.values(state).every((c) => c.ready)) {
+        const pids = Object.entries(state).map(([name, c]) => `${name} pid ${c.pid}`);
+        log(`RocketMQ already running (${pids.join(', ')}, endpoints ${ctx.endpoints})`);
         const tt = Date.now();
         const r = await admin.ensureTopics(ctx, spec, { waitMs: Math.max(5000, deadline - Date.now()) });
         log(
@@ -500,7 +580,7 @@ async function start(options = {}) {
       }
 
       // Fail early (before any download) when a port we need is held by someone else.
-      for (const comp of [ctx.components.namesrv, ctx.components.proxy]) {
+      for (const comp of Object.values(ctx.components)) {
         const s = state[comp.name];
         if (s.alive) continue;
         const busy = comp.ports.filter((p) => s.ports[p]);
@@ -527,18 +607,19 @@ async function start(options = {}) {
           );
         }
         writeConfigs(ctx);
-        for (const comp of [ctx.components.namesrv, ctx.components.proxy]) {
+        // NameServer, then the brokers of a cluster (side by side), then the proxy.
+        const bringUp = async (comp) => {
           const s = state[comp.name];
           if (s.ready) {
             log(`${comp.title} already running (pid ${s.pid})`);
-            continue;
+            return;
           }
           if (s.alive) {
             // Ours and alive but not answering yet (e.g. still booting): wait for it.
             log(`${comp.title} pid ${s.pid} is running but not ready yet; waiting ...`);
             const ms = await waitReady(ctx, comp, s.pid, deadline);
             log(`  ${comp.name} ready after ${seconds(ms)}`);
-            continue;
+            return;
           }
           log(`starting ${comp.title} ...`);
           const pid = spawnComponent(ctx, comp);
@@ -547,7 +628,14 @@ async function start(options = {}) {
             fs.writeFileSync(ctx.securityMarker, JSON.stringify(ctx.security) + '\n');
           const ms = await waitReady(ctx, comp, pid, deadline);
           log(`  ${comp.name} ready (pid ${pid}) in ${seconds(ms)}; log: ${comp.out}`);
-        }
+        };
+        const comps = Object.values(ctx.components);
+        const brokers = comps.filter((c) => c.name.startsWith('broker-'));
+        await bringUp(ctx.components.namesrv);
+        const results = await Promise.allSettled(brokers.map(bringUp));
+        const failure = results.find((r) => r.status === 'rejected');
+        if (failure) throw failure.reason;
+        await bringUp(ctx.components.proxy);
         const tt = Date.now();
         let r;
         try {
@@ -588,6 +676,12 @@ function result(ctx, state, extra) {
     home: ctx.home,
     namesrvPid: state.namesrv.pid,
     proxyPid: state.proxy.pid,
+    mode: ctx.brokerProcesses ? 'cluster' : 'local',
+    brokers: ctx.brokers.map((b) => ({
+      name: b.name,
+      addr: `127.0.0.1:${b.port}`,
+      pid: ctx.brokerProcesses ? state[b.name].pid : state.proxy.pid,
+    })),
     acl: ctx.security.acl,
     tls: ctx.security.tls,
     ...(ctx.security.tls ? { caFile: ctx.tlsFiles.caCert } : {}),
@@ -619,18 +713,28 @@ function checkRunningSecurity(ctx) {
 }
 
 /**
- * Stops exactly the pids in the pid files (proxy first, then NameServer): SIGTERM, wait up to
- * ROCKETMQ_STOP_TIMEOUT_MS (default 30 s), then SIGKILL.
- * options: { quiet, components: ['proxy'] | ['namesrv'] | both (default), signal: 'SIGTERM' | 'SIGKILL' }.
- * `stop({ components: ['proxy'] })` stops the broker but keeps the NameServer (broker-restart tests);
- * `signal: 'SIGKILL'` simulates a crash (no graceful shutdown; the store recovers on the next start).
+ * Stops exactly the pids in the pid files (proxy first, then the brokers of a cluster, then the
+ * NameServer): SIGTERM, wait up to ROCKETMQ_STOP_TIMEOUT_MS (default 30 s), then SIGKILL.
+ * options: { quiet, components: names (default all: 'proxy', 'broker-a', ..., 'namesrv'),
+ * signal: 'SIGTERM' | 'SIGKILL' }.
+ * `stop({ components: ['proxy'] })` stops the proxy but keeps the NameServer (broker-restart tests);
+ * in cluster mode `stop({ components: ['broker-b'], signal: 'SIGKILL' })` kills one broker, and
+ * `start()` brings back whatever is not running. `signal: 'SIGKILL'` simulates a crash (no graceful
+ * shutdown; the store recovers on the next start).
  */
 async function stop(options = {}) {
   const log = makeLogger(options.quiet);
   const ctx = context();
-  const wanted = options.components || ['proxy', 'namesrv'];
+  const order = Object.keys(ctx.components).reverse();
+  const wanted = options.components || order;
+  const unknown = wanted.filter((n) => !order.includes(n));
+  if (unknown.length) {
+    throw new RocketMqError(
+      `stop: unknown component ${unknown.join(', ')} (this setup has ${order.join(', ')})`,
+    );
+  }
   const stopped = [];
-  for (const name of ['proxy', 'namesrv']) {
+  for (const name of order) {
     if (!wanted.includes(name)) continue;
     const comp = ctx.components[name];
     const pid = proc.readPidFile(comp.pidFile);
@@ -678,19 +782,51 @@ async function status(options = {}) {
     log(`${comp.name.padEnd(8)} ${what}; ports ${ports}`);
     log(`${''.padEnd(8)} logs: ${comp.logs.join(', ')}`);
   }
-  const running = state.namesrv.ready && state.proxy.ready;
+  const running = Object.values(state).every((c) => c.ready);
   log(
     running
       ? `endpoints: ${ctx.endpoints} (gRPC), namesrv ${ctx.namesrvAddr}`
       : 'RocketMQ is not (fully) running: npm run rocketmq:start',
   );
-  return { home: ctx.home, endpoints: ctx.endpoints, running, ...state };
+  return {
+    home: ctx.home,
+    endpoints: ctx.endpoints,
+    mode: ctx.brokerProcesses ? 'cluster' : 'local',
+    running,
+    ...state,
+  };
+}
+
+/**
+ * The queues of a topic as its brokers report them (mqadmin topicStatus): one entry per broker and
+ * queue with its min and max offset, to see which brokers and queues messages reached. Not on an
+ * ACL broker (mqadmin does not sign here).
+ */
+async function topicStatus(topic) {
+  const ctx = context();
+  checkJava(ctx);
+  const res = await admin.mqadmin(ctx, ['topicStatus', '-n', ctx.namesrvAddr, '-t', topic]);
+  const rows = res.stdout
+    .split('\n')
+    .map((l) => l.trim().split(/\s+/))
+    .filter((p) => p.length >= 4 && /^\d+$/.test(p[1]) && /^\d+$/.test(p[2]) && /^\d+$/.test(p[3]));
+  if (res.code !== 0 || rows.length === 0) {
+    const out = `${res.stdout}${res.stderr}`.trim().split('\n').slice(-5).join(' | ');
+    throw new RocketMqError(`mqadmin topicStatus ${topic} failed (exit ${res.code}): ${out}`);
+  }
+  return rows.map((p) => ({
+    broker: p[0],
+    queueId: Number(p[1]),
+    minOffset: Number(p[2]),
+    maxOffset: Number(p[3]),
+  }));
 }
 
 module.exports = {
   start,
   stop,
   status,
+  topicStatus,
   context,
   ports,
   VERSION,

@@ -44,7 +44,8 @@ public class ${HELPER_CLASS} {
         String cluster = args[1];
         long waitMs = Long.parseLong(args[2]);
         List<String> lines = args.length > 3 ? Files.readAllLines(Paths.get(args[3])) : new ArrayList<>();
-        String brokerAddr = args.length > 4 ? args[4] : null;
+        List<String> brokerAddrs = args.length > 4 ? Arrays.asList(args[4].split(",")) : new ArrayList<>();
+        int expectedMasters = args.length > 5 ? Integer.parseInt(args[5]) : 1;
         String ak = System.getenv("RMQTX_ADMIN_ACCESS_KEY");
         String sk = System.getenv("RMQTX_ADMIN_SECRET_KEY");
         DefaultMQAdminExt admin = ak == null || ak.isEmpty()
@@ -56,7 +57,7 @@ public class ${HELPER_CLASS} {
         int failures = 0;
         try {
             long t0 = System.currentTimeMillis();
-            Set<String> masters = waitForMasters(admin, cluster, waitMs, brokerAddr);
+            Set<String> masters = waitForMasters(admin, cluster, waitMs, brokerAddrs, expectedMasters);
             System.out.println("READY " + String.join(",", masters) + " registered after " + (System.currentTimeMillis() - t0) + " ms");
             for (String line : lines) {
                 String[] p = line.trim().split("\\\\s+");
@@ -105,7 +106,7 @@ public class ${HELPER_CLASS} {
         }
     }
 
-    static Set<String> waitForMasters(DefaultMQAdminExt admin, String cluster, long waitMs, String brokerAddr) throws Exception {
+    static Set<String> waitForMasters(DefaultMQAdminExt admin, String cluster, long waitMs, List<String> brokerAddrs, int expected) throws Exception {
         long deadline = System.currentTimeMillis() + waitMs;
         long nextNudge = System.currentTimeMillis() + 500;
         String last = "no broker registered yet";
@@ -121,16 +122,16 @@ public class ${HELPER_CLASS} {
                         if (addr != null) masters.add(addr);
                     }
                 }
-                if (!masters.isEmpty()) return masters;
-                last = "cluster " + cluster + " has no master broker in the NameServer yet";
+                if (masters.size() >= expected) return masters;
+                last = "cluster " + cluster + " has " + masters.size() + " of " + expected + " master brokers in the NameServer yet " + masters;
             } catch (Exception e) {
                 last = e.toString();
             }
             if (System.currentTimeMillis() > deadline) {
                 throw new IllegalStateException("broker not registered within " + waitMs + " ms (" + last + ")");
             }
-            if (brokerAddr != null && System.currentTimeMillis() >= nextNudge) {
-                nudgeRegistration(admin, brokerAddr);
+            if (System.currentTimeMillis() >= nextNudge) {
+                for (String brokerAddr : brokerAddrs) nudgeRegistration(admin, brokerAddr);
                 nextNudge = System.currentTimeMillis() + 1000;
             }
             Thread.sleep(200);
@@ -313,7 +314,8 @@ async function ensureWithHelper(ctx, helperDir, spec, waitMs) {
     ctx.cluster,
     String(waitMs),
     specFile,
-    `127.0.0.1:${ctx.ports.broker}`,
+    ctx.brokers.map((b) => `127.0.0.1:${b.port}`).join(','),
+    String(ctx.brokers.length),
   ];
   const res = await run(ctx.java, args, { cwd: ctx.home, env: toolEnv(ctx) });
   const out = res.stdout.split('\n').filter(Boolean);
@@ -349,15 +351,15 @@ async function ensureWithCli(ctx, spec, waitMs) {
   await waitUntil(
     async () => {
       const res = await mqadmin(ctx, ['clusterList', '-n', ns]);
-      return (
-        res.code === 0 &&
-        res.stdout.split('\n').some((l) => l.startsWith(ctx.cluster) && /\d+\.\d+\.\d+\.\d+:\d+/.test(l))
-      );
+      const masters = res.stdout
+        .split('\n')
+        .filter((l) => l.startsWith(ctx.cluster) && /\d+\.\d+\.\d+\.\d+:\d+/.test(l));
+      return res.code === 0 && masters.length >= ctx.brokers.length;
     },
     {
       timeoutMs: waitMs,
       intervalMs: 500,
-      description: `mqadmin clusterList to show a broker in ${ctx.cluster}`,
+      description: `mqadmin clusterList to show ${ctx.brokers.length} broker(s) in ${ctx.cluster}`,
     },
   );
   const jobs = [

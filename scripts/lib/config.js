@@ -50,20 +50,21 @@ function pomXml(version) {
 `;
 }
 
-function brokerConf(ctx) {
+/** broker.conf of one broker: `broker` is one of ctx.brokers ({ name, port, storeDir }). */
+function brokerConf(ctx, broker = ctx.brokers[0]) {
   const tx = txTiming();
-  const store = ctx.storeDir;
+  const store = broker.storeDir;
   const lines = [
     '# Written by scripts/rocketmq.js on every start; edit the script (or env vars), not this file.',
     `brokerClusterName=${ctx.cluster}`,
-    'brokerName=broker-a',
+    `brokerName=${broker.name}`,
     'brokerId=0',
     'brokerRole=ASYNC_MASTER',
     'flushDiskType=ASYNC_FLUSH',
     // Advertise loopback: otherwise the broker registers another interface's address.
     'brokerIP1=127.0.0.1',
     `namesrvAddr=${ctx.namesrvAddr}`,
-    `listenPort=${ctx.ports.broker}`,
+    `listenPort=${broker.port}`,
     `storePathRootDir=${store}`,
     `storePathCommitLog=${path.join(store, 'commitlog')}`,
     // Where the broker persists runtime config changes (mqadmin updateBrokerConfig); keeps this file ours.
@@ -104,7 +105,8 @@ function proxyJson(ctx) {
     JSON.stringify(
       {
         rocketMQClusterName: ctx.cluster,
-        proxyMode: 'Local',
+        // Local: the proxy embeds the broker; Cluster: a stateless proxy in front of separate brokers.
+        proxyMode: ctx.brokerProcesses ? 'Cluster' : 'Local',
         namesrvAddr: ctx.namesrvAddr,
         grpcServerPort: ctx.ports.grpc,
         remotingListenPort: ctx.ports.remoting,
@@ -159,6 +161,20 @@ ${loggers.join('\n')}
 `;
 }
 
+/** The broker's logger names (the embedded broker in the proxy, or a broker process). */
+const BROKER_LOGGERS = [
+  'RocketmqBroker',
+  'RocketmqCommon',
+  'RocketmqStore',
+  'RocketmqStoreError',
+  'RocketmqRemoting',
+  'RocketmqRebalanceLock',
+  'RocketmqFilter',
+  'RocketmqPop',
+  'RocketmqProtection',
+  'RocketmqAuthAudit',
+];
+
 function namesrvLogback(ctx) {
   return logbackXml(
     [fileAppender('FILE', path.join(ctx.logsDir, 'namesrv.log')), STDOUT_APPENDER],
@@ -168,18 +184,6 @@ function namesrvLogback(ctx) {
 }
 
 function proxyLogback(ctx) {
-  const brokerLoggers = [
-    'RocketmqBroker',
-    'RocketmqCommon',
-    'RocketmqStore',
-    'RocketmqStoreError',
-    'RocketmqRemoting',
-    'RocketmqRebalanceLock',
-    'RocketmqFilter',
-    'RocketmqPop',
-    'RocketmqProtection',
-    'RocketmqAuthAudit',
-  ];
   return logbackXml(
     [
       fileAppender('PROXY', path.join(ctx.logsDir, 'proxy.log')),
@@ -190,7 +194,7 @@ function proxyLogback(ctx) {
     [
       logger('RocketmqProxy', 'PROXY'),
       logger('RocketmqProxyWatermark', 'PROXY', 'WARN'),
-      ...brokerLoggers.map((n) => logger(n, 'BROKER')),
+      ...BROKER_LOGGERS.map((n) => logger(n, 'BROKER')),
       logger('RocketmqWaterMark', 'BROKER', 'WARN'),
       logger('RocketmqStats', 'BROKER', 'WARN'),
       logger('RocketmqCommercial', 'BROKER', 'WARN'),
@@ -199,6 +203,26 @@ function proxyLogback(ctx) {
       logger('io.opentelemetry', 'PROXY', 'WARN'),
     ],
     'PROXY',
+  );
+}
+
+/** The logback file of a separate broker process (cluster mode): <name>.log and <name>-transaction.log. */
+function brokerLogback(ctx, broker) {
+  return logbackXml(
+    [
+      fileAppender('BROKER', path.join(ctx.logsDir, `${broker.name}.log`)),
+      fileAppender('TX', path.join(ctx.logsDir, `${broker.name}-transaction.log`)),
+      STDOUT_APPENDER,
+    ],
+    [
+      ...BROKER_LOGGERS.map((n) => logger(n, 'BROKER')),
+      logger('RocketmqWaterMark', 'BROKER', 'WARN'),
+      logger('RocketmqStats', 'BROKER', 'WARN'),
+      logger('RocketmqCommercial', 'BROKER', 'WARN'),
+      logger('RocketmqTransaction', 'TX'),
+      logger('RocketmqConsole', 'STDOUT'),
+    ],
+    'BROKER',
   );
 }
 
@@ -219,5 +243,6 @@ module.exports = {
   proxyJson,
   namesrvLogback,
   proxyLogback,
+  brokerLogback,
   toolsLogback,
 };
