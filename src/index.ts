@@ -43,10 +43,12 @@ export type { PublishOutcome } from './producer/joinedTransactions';
 export type {
   TransactionalProducerOptions,
   CheckBackOptions,
+  ConfirmBy,
   DeliveryMode,
   DiscardRecoveryOptions,
 } from './producer/options';
 export type { DiscardRecoveryStats } from './relay/DiscardRecovery';
+export type { DeliveryObserverStats } from './producer/DeliveryObserver';
 export type { Credentials, TlsOption, TlsOptions } from './util/clientOptions';
 export type { BrokerTransport } from './broker/gateway';
 export { OutboxRelay, type RelayStats } from './relay/OutboxRelay';

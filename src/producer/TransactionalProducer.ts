@@ -28,6 +28,9 @@ import {
 } from '../observability/observer';
 import { DiscardRecovery, type DiscardRecoveryStats } from '../relay/DiscardRecovery';
 import { ConfirmationBatcher } from '../util/ConfirmationBatcher';
+import { RocketMqConsumerGateway } from '../broker/RocketMqConsumerGateway';
+import type { ConsumerGateway, ConsumerGatewayConfig } from '../broker/consumerGateway';
+import { DeliveryObserver, type DeliveryObserverStats } from './DeliveryObserver';
 import { outboxRows, prepareEvents, type PreparedEvent, type TransactEvent } from '../outbox/events';
 import {
   JoinedTransactions,
@@ -108,6 +111,8 @@ export interface ProducerStats {
   checkBack: Readonly<CheckBackStats>;
   /** The built-in discard recovery of this instance; null when it is off. */
   discardRecovery: Readonly<DiscardRecoveryStats> | null;
+  /** confirmBy 'delivery': what the confirmation consumer saw; null otherwise. */
+  deliveryConfirmations: Readonly<DeliveryObserverStats> | null;
 }
 
 /** @internal Seams for unit tests: a fake broker and store. */
@@ -116,6 +121,8 @@ export interface ProducerInternals {
   store?: TxRecordStore;
   /** null: write no outbox rows. Default: TypeORM, unless `store` is faked (then none). */
   outbox?: OutboxStore | null;
+  /** The confirmation consumer of confirmBy 'delivery'. */
+  consumerGateway?: (config: ConsumerGatewayConfig, logger: Logger) => ConsumerGateway;
 }
 
 /**
@@ -131,6 +138,7 @@ export class TransactionalProducer {
   private readonly confirmations: ConfirmationBatcher;
   private readonly eventConfirmations: ConfirmationBatcher;
   private readonly recovery: DiscardRecovery | undefined;
+  private readonly observer: DeliveryObserver | undefined;
   private readonly logger: Logger;
   private readonly lifecycle: Lifecycle;
   private readonly inFlight = new InFlight();
@@ -169,8 +177,11 @@ export class TransactionalProducer {
         producerGroup: o.producerGroup,
         lockWaitTimeoutMs: o.checkBack.lockWaitTimeoutMs,
         logger: o.logger,
-        // A COMMIT answer for our own half message confirms that event (recorded in batches).
-        onCommitAnswered: (eventId) => this.eventConfirmations.add(eventId),
+        // A COMMIT answer for our own half message confirms that event (recorded in batches),
+        // unless only a delivery confirms (confirmBy 'delivery').
+        onCommitAnswered: (eventId) => {
+          if (o.confirmBy === 'endTransaction') this.eventConfirmations.add(eventId);
+        },
       }),
       ...(o.checkBack.resolver ? { resolver: o.checkBack.resolver } : {}),
       onResolved: (outcome) => {
@@ -194,8 +205,21 @@ export class TransactionalProducer {
       (ids) => (outbox ? outbox.markConfirmed(ids) : Promise.resolve()),
       o.logger,
     );
+    if (outbox && o.confirmBy === 'delivery') {
+      this.observer = new DeliveryObserver({
+        gateway: (internals.consumerGateway ?? ((c, l) => new RocketMqConsumerGateway(c, l)))(
+          confirmationConsumerConfig(o),
+          o.logger,
+        ),
+        producerGroup: o.producerGroup,
+        onEvent: (eventId) => this.eventConfirmations.add(eventId),
+        onTransaction: (txId) => this.confirmations.add(txId),
+        logger: o.logger,
+      });
+    }
     if (outbox && o.discardRecovery) {
       this.recovery = new DiscardRecovery({
+        awaitDelivery: o.confirmBy === 'delivery',
         settings: o.discardRecovery,
         store: outbox,
         gateway: this.gateway,
@@ -226,7 +250,10 @@ export class TransactionalProducer {
       },
       {
         precondition: () => (o.dataSource.isInitialized ? undefined : notInitialized()),
-        open: () => this.gateway.start(),
+        open: async () => {
+          await this.gateway.start();
+          await this.observer?.start();
+        },
         onRunning: () => {
           this.recovery?.start();
           this.logger.info(
@@ -244,7 +271,9 @@ export class TransactionalProducer {
           // them on every graceful path, within the budget, since a hung database must not keep
           // shutdown() pending.
           await deadline.within(
-            Promise.all([this.recovery?.stop(), this.confirmations.flush(), this.eventConfirmations.flush()]),
+            Promise.all([this.recovery?.stop(), this.observer?.stop()]).then(() =>
+              Promise.all([this.confirmations.flush(), this.eventConfirmations.flush()]),
+            ),
             'confirmations not recorded in time; their events may be republished after the discard horizon',
           );
         },
@@ -268,6 +297,7 @@ export class TransactionalProducer {
       ...this.counters,
       checkBack: { ...this.dispatcher.stats },
       discardRecovery: this.recovery ? this.recovery.stats : null,
+      deliveryConfirmations: this.observer ? this.observer.stats : null,
     };
   }
 
@@ -538,9 +568,12 @@ export class TransactionalProducer {
   private async finishCommitted(txId: string, halves: HalfMessage[], eventIds: string[]): Promise<boolean> {
     if (halves.length === 0) return true;
     const acked = await this.endAll(txId, halves, true);
-    acked.forEach((ok, i) => ok && this.eventConfirmations.add(eventIds[i]!));
     const all = acked.every(Boolean);
-    if (all) this.confirmations.add(txId);
+    // confirmBy 'delivery': the proxy's OK proves nothing (Cluster mode); the observer confirms.
+    if (this.options.confirmBy === 'endTransaction') {
+      acked.forEach((ok, i) => ok && this.eventConfirmations.add(eventIds[i]!));
+      if (all) this.confirmations.add(txId);
+    }
     return all;
   }
 
@@ -695,4 +728,24 @@ export class TransactionalProducer {
 /** The status of a transaction's outbox rows: IN_FLIGHT under a half message, NEW for the relay, CDC for the binlog reader. */
 function initialStatus(delivery: DeliveryMode): OutboxInitialStatus {
   return delivery === 'transactional' ? 'IN_FLIGHT' : delivery === 'outbox' ? 'NEW' : 'CDC';
+}
+
+/** The confirmation consumer of confirmBy 'delivery': group <producerGroup>_confirm on the producer's topics. */
+function confirmationConsumerConfig(o: ResolvedProducerOptions): ConsumerGatewayConfig {
+  return {
+    endpoints: o.endpoints,
+    namespace: o.namespace,
+    consumerGroup: `${o.producerGroup}_confirm`,
+    subscriptions: new Map(o.topics.map((t) => [t, '*'])),
+    ...(o.credentials ? { credentials: o.credentials } : {}),
+    sslEnabled: o.sslEnabled,
+    ...(o.tlsCa ? { tlsCa: o.tlsCa } : {}),
+    requestTimeoutMs: o.requestTimeoutMs,
+    // The proxy's minimum (grpcClientConsumerMinLongPollingTimeoutMillis); shutdown does not wait
+    // for it (the observer closes its client first).
+    longPollingMs: 5000,
+    invisibleDurationMs: 30_000,
+    startTimeoutMs: o.startTimeoutMs,
+    shutdownTimeoutMs: o.shutdownTimeoutMs,
+  };
 }

@@ -100,9 +100,26 @@ export interface TransactionalProducerOptions extends ConnectionOptions {
    * still does start-up, routes, heartbeats and check-backs. See docs/lean-transport.md.
    */
   transport?: BrokerTransport;
+  /**
+   * When a transactional event counts as delivered, so that the discard recovery leaves it alone.
+   * - `'endTransaction'` (default): when the proxy acknowledges its commit. Right for a proxy in
+   *   Local mode (it embeds the broker and commits before it answers).
+   * - `'delivery'`: when the broker delivers it to this producer group's own confirmation
+   *   consumer, group `<producerGroup>_confirm` (started with the producer; it reads the
+   *   producer's topics). Use it with a proxy in Cluster mode: that proxy forwards EndTransaction
+   *   to the broker one way and answers OK before the broker applied it, so a broker that dies
+   *   at that moment keeps only the half message, and if its checks of that half all go to
+   *   killed instances (or to nobody, right after its restart) it discards it. An event confirmed
+   *   on the proxy's OK is then lost; confirmed on delivery, it is republished at the discard
+   *   horizon. Costs one more read of every message of the topics. See docs/cluster.md.
+   */
+  confirmBy?: ConfirmBy;
   /** Called after each transact() (committed, rolled back, fenced, ...). Must not throw; errors are logged. */
   onOutcome?: (outcome: TransactionOutcome) => void;
 }
+
+/** See {@link TransactionalProducerOptions.confirmBy}. */
+export type ConfirmBy = 'endTransaction' | 'delivery';
 
 export interface ResolvedProducerOptions extends ResolvedConnection {
   producerGroup: string;
@@ -117,6 +134,7 @@ export interface ResolvedProducerOptions extends ResolvedConnection {
   /** null: off. */
   discardRecovery: DiscardRecoverySettings | null;
   transport: BrokerTransport;
+  confirmBy: ConfirmBy;
   onOutcome?: (outcome: TransactionOutcome) => void;
 }
 
@@ -130,6 +148,7 @@ const KNOWN = [
   'outboxFallback',
   'discardRecovery',
   'transport',
+  'confirmBy',
   'onOutcome',
 ] as const;
 const DISCARD_RECOVERY_KNOWN = ['horizonMs', 'intervalMs', 'batchSize', 'leaseMs'] as const;
@@ -201,6 +220,7 @@ export function resolveProducerOptions(input: unknown): ResolvedProducerOptions 
     outboxFallback: optionalBoolean('outboxFallback', o.outboxFallback, false),
     discardRecovery: resolveDiscardRecovery(o.discardRecovery),
     transport: resolveTransport(o.transport),
+    confirmBy: resolveConfirmBy(o.confirmBy),
     ...(o.onOutcome ? { onOutcome: o.onOutcome as (outcome: TransactionOutcome) => void } : {}),
   };
 }
@@ -216,6 +236,14 @@ function resolveDiscardRecovery(value: unknown): DiscardRecoverySettings | null 
     leaseMs: optionalInt('discardRecovery.leaseMs', d.leaseMs, 30_000, 1000, HOUR),
     backoff: { baseMs: 1000, maxDelayMs: 300_000, jitterMs: 1000 },
   };
+}
+
+function resolveConfirmBy(value: unknown): ConfirmBy {
+  if (value === undefined) return 'endTransaction';
+  if (value !== 'endTransaction' && value !== 'delivery') {
+    throw new InvalidOptionError('confirmBy', value, '"endTransaction" or "delivery"');
+  }
+  return value;
 }
 
 export function resolveDeliveryMode(option: string, value: unknown, fallback: DeliveryMode): DeliveryMode {

@@ -31,6 +31,12 @@ export interface DiscardRecoveryStats {
 }
 
 interface Deps {
+  /**
+   * confirmBy 'delivery': a republish acknowledged by the proxy is not marked SENT (a proxy in
+   * Cluster mode acknowledges a commit it forwarded one way); the row stays IN_FLIGHT, leased for
+   * another horizon, until the confirmation consumer sees the event delivered.
+   */
+  awaitDelivery?: boolean;
   settings: DiscardRecoverySettings;
   store: OutboxStore;
   gateway: BrokerGateway;
@@ -144,6 +150,14 @@ export class DiscardRecovery {
     }
     this.stats_.republished++;
     observers.emit('discardRecovery', { producerGroup, result: 'republished' });
+    if (this.deps.awaitDelivery) {
+      const note =
+        'republished; SENT once delivered (confirmBy delivery), else republished again after the horizon';
+      await this.write(() =>
+        store.releaseUnconfirmed(row.eventId, owner, note, this.deps.settings.horizonMs),
+      );
+      return;
+    }
     // A lost mark is safe: the lease expires and the event is sent again with the same eventId.
     await this.write(() => store.markSent(row.eventId, owner));
   }

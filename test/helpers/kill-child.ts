@@ -4,7 +4,8 @@
  * argv: topic, producerGroup. env: KILL_CONCURRENCY (default 2), KILL_RECOVERY_HORIZON_MS
  * (the discard recovery's horizon; "off" turns it off; unset: the option is not passed),
  * KILL_ROLLBACK_PERCENT (share of transactions whose work throws; default 10),
- * KILL_REPORT_CHECKBACKS=1 (prints "checkback <decidedBy> <resolution>" for each check-back answered).
+ * KILL_REPORT_CHECKBACKS=1 (prints "checkback <decidedBy> <resolution>" for each check-back answered),
+ * KILL_CONFIRM_BY (the producer's confirmBy; unset: its default).
  * SIGUSR2: stop starting transactions (the instance stays up and keeps answering check-backs).
  */
 import { openDataSource } from './db';
@@ -21,6 +22,9 @@ async function main(): Promise<void> {
     endpoints: ENDPOINTS,
     topics: [topic],
     producerGroup: group,
+    ...(process.env.KILL_CONFIRM_BY
+      ? { confirmBy: process.env.KILL_CONFIRM_BY as 'endTransaction' | 'delivery' }
+      : {}),
     ...(process.env.KILL_REPORT_CHECKBACKS === '1'
       ? {
           checkBack: {

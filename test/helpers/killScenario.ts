@@ -37,6 +37,10 @@ export interface KillScenarioOptions {
   settleTimeoutMs: number;
   seed?: number;
   log?: (line: string) => void;
+  /** The producers' confirmBy (instances and survivor); default the producer's default. */
+  confirmBy?: 'endTransaction' | 'delivery';
+  /** Runs after each SIGKILL (1-based count) while the instances keep running: a fault to inject (a broker killed, restarted). */
+  afterKill?: (kills: number) => Promise<void>;
 }
 
 export interface KillReport {
@@ -78,7 +82,7 @@ export interface Instance {
  * every later stdout line (e.g. "checkback ..." with KILL_REPORT_CHECKBACKS=1); `env` adds to its env.
  */
 export function startInstance(
-  o: Pick<KillScenarioOptions, 'endpoints' | 'topic' | 'concurrency' | 'recoveryHorizonMs'>,
+  o: Pick<KillScenarioOptions, 'endpoints' | 'topic' | 'concurrency' | 'recoveryHorizonMs' | 'confirmBy'>,
   group: string,
   extra: { env?: Record<string, string>; onLine?: (line: string) => void } = {},
 ): Promise<Instance> {
@@ -91,6 +95,7 @@ export function startInstance(
       ROCKETMQ_ENDPOINTS: o.endpoints,
       KILL_CONCURRENCY: String(o.concurrency ?? 2),
       ...(horizon !== undefined ? { KILL_RECOVERY_HORIZON_MS: String(horizon) } : {}),
+      ...(o.confirmBy ? { KILL_CONFIRM_BY: o.confirmBy } : {}),
       ...extra.env,
     },
   });
@@ -134,6 +139,7 @@ export async function runKillScenario(o: KillScenarioOptions): Promise<KillRepor
     topics: [o.topic],
     producerGroup: group,
     checkBack: { onResolved: (outcome) => outcomes.push(outcome) },
+    ...(o.confirmBy ? { confirmBy: o.confirmBy } : {}),
     ...(horizon === 'off'
       ? { discardRecovery: false }
       : horizon !== undefined
@@ -167,6 +173,7 @@ export async function runKillScenario(o: KillScenarioOptions): Promise<KillRepor
       kills++;
       if (kills % 10 === 0 || kills === o.kills) log(`[kill] ${kills}/${o.kills} instances SIGKILLed`);
       if (o.kills - kills >= live.length + 1) live.push(await startInstance(o, group));
+      await o.afterKill?.(kills);
     }
     while (live.length > 0) {
       const last = live.pop()!;
