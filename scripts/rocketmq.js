@@ -734,15 +734,14 @@ async function stop(options = {}) {
     );
   }
   const stopped = [];
-  for (const name of order) {
-    if (!wanted.includes(name)) continue;
+  const stopOne = async (name) => {
     const comp = ctx.components[name];
     const pid = proc.readPidFile(comp.pidFile);
-    if (pid === null) continue;
+    if (pid === null) return;
     if (!isOurProcess(ctx, comp, pid)) {
       log(`${comp.title}: pid ${pid} in ${comp.pidFile} is not running (stale pid file removed)`);
       fs.rmSync(comp.pidFile, { force: true });
-      continue;
+      return;
     }
     const t0 = Date.now();
     const how = await killPid(pid, {
@@ -753,7 +752,13 @@ async function stop(options = {}) {
     if (name === 'proxy') fs.rmSync(ctx.securityMarker, { force: true });
     log(`${comp.title}: pid ${pid} ${how} in ${seconds(Date.now() - t0)}`);
     stopped.push({ name, pid, how });
-  }
+  };
+  // The proxy, then the brokers of a cluster side by side, then the NameServer.
+  const isBroker = (name) => name.startsWith('broker-');
+  const chosen = order.filter((name) => wanted.includes(name));
+  for (const name of chosen.filter((n) => !isBroker(n) && n !== 'namesrv')) await stopOne(name);
+  await Promise.all(chosen.filter(isBroker).map(stopOne));
+  if (chosen.includes('namesrv')) await stopOne('namesrv');
   if (stopped.length === 0) log(`nothing to stop (no running RocketMQ from ${ctx.home})`);
   return { stopped };
 }

@@ -12,6 +12,7 @@
  *   recovery).
  * - The proxy SIGKILLed and restarted mid-load: the same.
  */
+import * as fs from 'node:fs';
 import * as path from 'node:path';
 import { uuidv7 } from '../../src';
 import { ensureSchema, openDataSource } from '../helpers/db';
@@ -28,7 +29,7 @@ const CLUSTER_ENV: Record<string, string> = {
   ROCKETMQ_TX_HOME: process.env.ROCKETMQ_TX_CLUSTER_HOME || path.join(REPO, '.rocketmq-cluster-test'),
 };
 const inCluster = <T>(fn: () => Promise<T>): Promise<T> => withEnv(CLUSTER_ENV, fn);
-const KILLS = Number(process.env.CLUSTER_TEST_KILLS ?? 4);
+const KILLS = Number(process.env.CLUSTER_TEST_KILLS ?? 3);
 
 function print(title: string, r: KillReport): void {
   console.log(
@@ -43,6 +44,10 @@ describe('a two-broker cluster behind a Cluster-mode proxy', () => {
   let endpoints: string;
 
   beforeAll(async () => {
+    // A fresh store: the collectors are new consumer groups that read each queue from its start,
+    // and a backlog of earlier runs (the home is kept for its jars) would only slow them down.
+    await inCluster(() => rocketmq.stop({ quiet: true }));
+    fs.rmSync(path.join(CLUSTER_ENV.ROCKETMQ_TX_HOME!, 'store'), { recursive: true, force: true });
     const started = await inCluster(() => rocketmq.start({ quiet: true, timeoutMs: 300_000 }));
     expect(started.mode).toBe('cluster');
     expect(started.brokers?.map((b) => b.name)).toEqual(['broker-a', 'broker-b']);
@@ -103,7 +108,7 @@ describe('a two-broker cluster behind a Cluster-mode proxy', () => {
         if (kills === 1) {
           await inCluster(() => rocketmq.stop({ quiet: true, components: ['broker-b'], signal: 'SIGKILL' }));
           console.log('[cluster] broker-b SIGKILLed');
-        } else if (kills === KILLS - 1) {
+        } else if (kills === 2) {
           const s = await inCluster(() => rocketmq.start({ quiet: true, timeoutMs: 180_000 }));
           console.log(`[cluster] broker-b back in ${((s.ms ?? 0) / 1000).toFixed(1)} s`);
         }
@@ -116,11 +121,11 @@ describe('a two-broker cluster behind a Cluster-mode proxy', () => {
     expect(r.phantom).toBe(0);
   }, 600_000);
 
-  it(`the proxy SIGKILLed and restarted mid-load (${KILLS} producer kills): nothing lost, nothing invented`, async () => {
+  it('the proxy SIGKILLed and restarted mid-load (2 producer kills): nothing lost, nothing invented', async () => {
     const r = await runKillScenario({
       endpoints,
       topic: 'rmqtx_tx_23',
-      kills: KILLS,
+      kills: 2,
       recoveryHorizonMs: 20_000,
       brokerHorizonMs: 15_000,
       settleTimeoutMs: 150_000,

@@ -16,7 +16,7 @@ import { withEnv } from '../helpers/withEnv';
 
 import * as rocketmq from '../../scripts/rocketmq';
 
-const KILLS = Number(process.env.KILL_TEST_KILLS ?? 14);
+const KILLS = Number(process.env.KILL_TEST_KILLS ?? 10);
 const LOW_MAX_KILLS = Number(process.env.KILL_TEST_LOW_MAX_KILLS ?? 8);
 const REPO = path.resolve(__dirname, '../..');
 const LOW_MAX_ENV: Record<string, string> = {
