@@ -175,6 +175,18 @@ const BROKER_LOGGERS = [
   'RocketmqAuthAudit',
 ];
 
+/** The broker's loggers into the appenders BROKER, TX and STDOUT (embedded or a process of its own). */
+function brokerLoggerLines() {
+  return [
+    ...BROKER_LOGGERS.map((n) => logger(n, 'BROKER')),
+    logger('RocketmqWaterMark', 'BROKER', 'WARN'),
+    logger('RocketmqStats', 'BROKER', 'WARN'),
+    logger('RocketmqCommercial', 'BROKER', 'WARN'),
+    logger('RocketmqTransaction', 'TX'),
+    logger('RocketmqConsole', 'STDOUT'),
+  ];
+}
+
 function namesrvLogback(ctx) {
   return logbackXml(
     [fileAppender('FILE', path.join(ctx.logsDir, 'namesrv.log')), STDOUT_APPENDER],
@@ -194,12 +206,7 @@ function proxyLogback(ctx) {
     [
       logger('RocketmqProxy', 'PROXY'),
       logger('RocketmqProxyWatermark', 'PROXY', 'WARN'),
-      ...BROKER_LOGGERS.map((n) => logger(n, 'BROKER')),
-      logger('RocketmqWaterMark', 'BROKER', 'WARN'),
-      logger('RocketmqStats', 'BROKER', 'WARN'),
-      logger('RocketmqCommercial', 'BROKER', 'WARN'),
-      logger('RocketmqTransaction', 'TX'),
-      logger('RocketmqConsole', 'STDOUT'),
+      ...brokerLoggerLines(),
       logger('io.opentelemetry', 'PROXY', 'WARN'),
     ],
     'PROXY',
@@ -214,14 +221,7 @@ function brokerLogback(ctx, broker) {
       fileAppender('TX', path.join(ctx.logsDir, `${broker.name}-transaction.log`)),
       STDOUT_APPENDER,
     ],
-    [
-      ...BROKER_LOGGERS.map((n) => logger(n, 'BROKER')),
-      logger('RocketmqWaterMark', 'BROKER', 'WARN'),
-      logger('RocketmqStats', 'BROKER', 'WARN'),
-      logger('RocketmqCommercial', 'BROKER', 'WARN'),
-      logger('RocketmqTransaction', 'TX'),
-      logger('RocketmqConsole', 'STDOUT'),
-    ],
+    brokerLoggerLines(),
     'BROKER',
   );
 }

@@ -129,6 +129,12 @@ describe.each(DATABASES)(
     };
 
     const receivedIds = () => new Set(collector.received.map((m) => m.properties.EVENT_ID));
+    const statusOf = async (eventId: string): Promise<string | undefined> => {
+      const rows = (await ds.query(sql('SELECT status FROM outbox_event WHERE event_id = ?', type), [
+        eventId,
+      ])) as { status: string }[];
+      return rows[0]?.status;
+    };
 
     it('every committed event arrives with the message the relay would send; none of a rolled-back transaction', async () => {
       const run = `a${Date.now().toString(36)}`;
@@ -157,12 +163,7 @@ describe.each(DATABASES)(
       expect(m!.properties.TX_ID).toMatch(/^[0-9a-f-]{36}$/);
       expect(JSON.parse(m!.body)).toEqual({ id: `${run}-3`, total: 3 });
       // The rows stay CDC: no SENT write-back.
-      const [row] = (await ds.query(sql('SELECT status FROM outbox_event WHERE event_id = ?', type), [
-        committed[3],
-      ])) as {
-        status: string;
-      }[];
-      expect(row!.status).toBe('CDC');
+      expect(await statusOf(committed[3]!)).toBe('CDC');
     }, 120_000);
 
     it('a row for the relay (delivery outbox, NEW) is never sent by the engine', async () => {
@@ -181,12 +182,7 @@ describe.each(DATABASES)(
         timeoutMs: 10_000,
         description: 'the engine counting the relay row as not its own',
       });
-      const [row] = (await ds.query(sql('SELECT status FROM outbox_event WHERE event_id = ?', type), [
-        relayRow.eventIds[0],
-      ])) as {
-        status: string;
-      }[];
-      expect(row!.status).toBe('NEW');
+      expect(await statusOf(relayRow.eventIds[0]!)).toBe('NEW');
     }, 90_000);
 
     it('the engine SIGKILLed mid-stream: restarted from its stored offset, every committed event delivered', async () => {

@@ -16,7 +16,7 @@ import * as fs from 'node:fs';
 import * as path from 'node:path';
 import { uuidv7 } from '../../src';
 import { ensureSchema, openDataSource } from '../helpers/db';
-import { runKillScenario, type KillReport } from '../helpers/killScenario';
+import { runKillScenario, type KillReport, type KillScenarioOptions } from '../helpers/killScenario';
 import { makeProducer } from '../helpers/producer';
 import { withEnv } from '../helpers/withEnv';
 
@@ -94,55 +94,58 @@ describe('a two-broker cluster behind a Cluster-mode proxy', () => {
     for (const n of perBroker.values()) expect(n).toBeGreaterThan(1);
   }, 120_000);
 
-  it(`broker-b SIGKILLed under load from three producer processes (confirmBy 'delivery'), then restarted (${KILLS} producer kills): nothing lost, nothing invented`, async () => {
+  /** The kill scenario on the cluster with a fault injected after some kills: every committed event delivered, nothing invented. */
+  async function faultUnderLoad(
+    title: string,
+    o: Pick<KillScenarioOptions, 'topic' | 'kills' | 'confirmBy' | 'afterKill'>,
+  ): Promise<void> {
     const r = await runKillScenario({
       endpoints,
+      recoveryHorizonMs: 20_000,
+      brokerHorizonMs: 15_000,
+      settleTimeoutMs: 150_000,
+      log: (line) => console.log(line),
+      ...o,
+    });
+    print(title, r);
+    expect(r.committedEvents).toBeGreaterThan(0);
+    expect(r.deliveredEvents).toBe(r.committedEvents);
+    expect(r.lost).toBe(0);
+    expect(r.phantom).toBe(0);
+  }
+
+  /** Kills (SIGKILL) or brings back a cluster component, printing how long it took. */
+  async function kill(component: 'broker-b' | 'proxy'): Promise<void> {
+    await inCluster(() => rocketmq.stop({ quiet: true, components: [component], signal: 'SIGKILL' }));
+    console.log(`[cluster] ${component} SIGKILLed`);
+  }
+  async function bringBack(component: string): Promise<void> {
+    const s = await inCluster(() => rocketmq.start({ quiet: true, timeoutMs: 180_000 }));
+    console.log(`[cluster] ${component} back in ${((s.ms ?? 0) / 1000).toFixed(1)} s`);
+  }
+
+  it(`broker-b SIGKILLed under load from three producer processes (confirmBy 'delivery'), then restarted (${KILLS} producer kills): nothing lost, nothing invented`, async () => {
+    await faultUnderLoad('broker-b killed', {
       topic: 'rmqtx_tx_22',
       kills: KILLS,
       confirmBy: 'delivery',
-      recoveryHorizonMs: 20_000,
-      brokerHorizonMs: 15_000,
-      settleTimeoutMs: 150_000,
-      log: (line) => console.log(line),
       afterKill: async (kills) => {
-        if (kills === 1) {
-          await inCluster(() => rocketmq.stop({ quiet: true, components: ['broker-b'], signal: 'SIGKILL' }));
-          console.log('[cluster] broker-b SIGKILLed');
-        } else if (kills === 2) {
-          const s = await inCluster(() => rocketmq.start({ quiet: true, timeoutMs: 180_000 }));
-          console.log(`[cluster] broker-b back in ${((s.ms ?? 0) / 1000).toFixed(1)} s`);
-        }
+        if (kills === 1) await kill('broker-b');
+        else if (kills === 2) await bringBack('broker-b');
       },
     });
-    print('broker-b killed', r);
-    expect(r.committedEvents).toBeGreaterThan(0);
-    expect(r.deliveredEvents).toBe(r.committedEvents);
-    expect(r.lost).toBe(0);
-    expect(r.phantom).toBe(0);
   }, 600_000);
 
   it('the proxy SIGKILLed and restarted mid-load (2 producer kills): nothing lost, nothing invented', async () => {
-    const r = await runKillScenario({
-      endpoints,
+    await faultUnderLoad('proxy killed', {
       topic: 'rmqtx_tx_23',
       kills: 2,
-      recoveryHorizonMs: 20_000,
-      brokerHorizonMs: 15_000,
-      settleTimeoutMs: 150_000,
-      log: (line) => console.log(line),
       afterKill: async (kills) => {
         if (kills === 1) {
-          await inCluster(() => rocketmq.stop({ quiet: true, components: ['proxy'], signal: 'SIGKILL' }));
-          console.log('[cluster] proxy SIGKILLed');
-          const s = await inCluster(() => rocketmq.start({ quiet: true, timeoutMs: 180_000 }));
-          console.log(`[cluster] proxy back in ${((s.ms ?? 0) / 1000).toFixed(1)} s`);
+          await kill('proxy');
+          await bringBack('proxy');
         }
       },
     });
-    print('proxy killed', r);
-    expect(r.committedEvents).toBeGreaterThan(0);
-    expect(r.deliveredEvents).toBe(r.committedEvents);
-    expect(r.lost).toBe(0);
-    expect(r.phantom).toBe(0);
   }, 600_000);
 });
