@@ -3,8 +3,8 @@
  * ROCKETMQ_TX_CHAOS_PORT_OFFSET, default 1900; check-back after 1 s, every 2 s, 5 checks), the
  * order service's processes SIGKILLed at random and in each named window, a survivor answering
  * check-backs (and republishing what the broker discarded): nothing committed lost, nothing
- * rolled back delivered, every window reached. Kills: CHAOS_TEST_KILLS, default 80 (16 per
- * window; about 3 minutes here, each kill forks a fresh process) and 30 consumer kills, sized with
+ * rolled back delivered, every window reached. Kills: CHAOS_TEST_KILLS, default 60 (12 per
+ * window; about 4 minutes here with the consumer kills, each kill forks a fresh process) and 30 consumer kills, sized with
  * the rest of `npm test` under CI's 30 minutes; a fixed seed, CHAOS_TEST_SEED, so a failure can be
  * replayed. Larger runs: CHAOS_TEST_KILLS=1000, or `rocketmq-tx chaos --rounds <n>` against any broker
  * (docs/testing.md).
@@ -21,7 +21,7 @@ import { DEFAULT_DB_URL, openDatabase, select } from '../../samples/order-servic
 import { withEnv } from '../helpers/withEnv';
 import * as rocketmq from '../../scripts/rocketmq';
 
-const KILLS = Number(process.env.CHAOS_TEST_KILLS ?? 80);
+const KILLS = Number(process.env.CHAOS_TEST_KILLS ?? 60);
 const SEED = Number(process.env.CHAOS_TEST_SEED ?? 19);
 const CONSUMER_KILLS = Number(process.env.CHAOS_TEST_CONSUMER_KILLS ?? 30);
 const REPO = path.resolve(__dirname, '../..');

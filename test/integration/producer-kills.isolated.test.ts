@@ -16,8 +16,8 @@ import { withEnv } from '../helpers/withEnv';
 
 import * as rocketmq from '../../scripts/rocketmq';
 
-const KILLS = Number(process.env.KILL_TEST_KILLS ?? 10);
-const LOW_MAX_KILLS = Number(process.env.KILL_TEST_LOW_MAX_KILLS ?? 8);
+const KILLS = Number(process.env.KILL_TEST_KILLS ?? 8);
+const LOW_MAX_KILLS = Number(process.env.KILL_TEST_LOW_MAX_KILLS ?? 6);
 const REPO = path.resolve(__dirname, '../..');
 const LOW_MAX_ENV: Record<string, string> = {
   ROCKETMQ_TX_PORT_OFFSET: process.env.ROCKETMQ_TX_CHECKMAX_PORT_OFFSET || '700',

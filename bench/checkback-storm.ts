@@ -1,0 +1,339 @@
+/**
+ * A check-back storm (issue 16): after a broker failover every in-doubt half message is checked
+ * at once. N producer instances, each with its own connection pool shared with its business
+ * traffic, receive M check-backs spread round-robin (the broker and the proxy pick channels in
+ * turn) while every instance keeps writing producer transactions ("the producer flooded"). The
+ * real fence (TxRecordResolver behind the CheckBackDispatcher) decides against the real database;
+ * no broker is needed. Of the M transactions half committed (answer COMMIT), half never reached
+ * the database (tombstone, ROLLBACK), and `--held` are still open in a producer transaction for
+ * `--hold-ms` (default 6 for 3000 ms; the tombstone waits for the lock; past lockWaitTimeoutMs it answers UNKNOWN).
+ * A check answered UNKNOWN or shed is asked again in the next round (the broker's next check);
+ * the run reports rounds, resolved/s, lock waits, sheds, connections and the business rate.
+ *
+ *   ROCKETMQ_TX_DB_URL=mysql://root@127.0.0.1:3306/test node -r ts-node/register/transpile-only \
+ *     bench/checkback-storm.ts [--checks=2000] [--held=6] [--hold-ms=3000] [--pool=10] [--flood=4]
+ *
+ * Sweeps instances {1, 3} x checkBack.concurrency {2, 4, 8, 16}; writes
+ * bench/results/storm-<db>-<id>.md and .json. Uses the bench's scratch database (BENCH_DB).
+ */
+import { writeFileSync } from 'node:fs';
+import path from 'node:path';
+import { performance } from 'node:perf_hooks';
+import type { DataSource, EntityManager } from 'typeorm';
+import { uuidv7 } from '../src';
+import { CheckBackDispatcher } from '../src/checkback/CheckBackDispatcher';
+import { TxRecordResolver } from '../src/checkback/fence';
+import { TransactionResolution, type CheckBackMessage } from '../src/checkback/resolution';
+import { storesFor } from '../src/store';
+import {
+  BENCH_DATABASE,
+  intArg,
+  INSERT_BENCH_ORDER,
+  openBenchDataSource,
+  prepareBenchDatabase,
+  quietLogger,
+  sleep,
+  sql,
+} from './lib/env';
+import { fmt, markdownTable, summarize } from './lib/stats';
+import { machineDescription } from './lib/system';
+
+const GROUP = 'storm_group';
+const TOPIC = 'storm_topic';
+/** checkBack.lockWaitTimeoutMs and checkBack.maxQueued: the producer's defaults. */
+const LOCK_WAIT_MS = 2000;
+const MAX_QUEUED = 256;
+const MAX_ROUNDS = 30;
+
+interface Instance {
+  ds: DataSource;
+  dispatcher: CheckBackDispatcher;
+  decided: Map<string, number>;
+}
+
+interface StormResult {
+  instances: number;
+  concurrency: number;
+  poolPerInstance: number;
+  checks: number;
+  rounds: number;
+  resolved: number;
+  wrong: number;
+  firstRoundResolvedPerSec: number;
+  resolvedPerSec: number;
+  elapsedMs: number;
+  checkMsP99: number;
+  lockTimeouts: number;
+  shed: number;
+  maxConnections: number;
+  businessTxPerSecBefore: number;
+  businessTxPerSecDuring: number;
+}
+
+function checkMessage(txId: string): CheckBackMessage {
+  return {
+    messageId: `m-${txId}`,
+    topic: TOPIC,
+    keys: [],
+    properties: { TX_ID: txId, TX_ORIGIN: GROUP },
+    body: Buffer.alloc(0),
+    txId,
+    origin: GROUP,
+  };
+}
+
+/** One producer transaction as the SDK writes it: fence row, outbox row, business row. */
+async function producerTransaction(ds: DataSource): Promise<void> {
+  const stores = storesFor(ds);
+  const txId = uuidv7();
+  const eventId = uuidv7();
+  await ds.transaction(async (m: EntityManager) => {
+    await stores.txRecords.insertCommitted(m, { txId, producerGroup: GROUP, topic: TOPIC, eventCount: 1 });
+    await stores.outbox.insertEvents(m, [
+      {
+        eventId,
+        txId,
+        topic: TOPIC,
+        keys: [eventId],
+        properties: { EVENT_ID: eventId, TX_ID: txId, TX_ORIGIN: GROUP },
+        body: Buffer.from('{"flood":true}'),
+        status: 'IN_FLIGHT',
+      },
+    ]);
+    await m.query(INSERT_BENCH_ORDER, [txId, 'flood']);
+  });
+}
+
+async function connections(ds: DataSource): Promise<number> {
+  if (BENCH_DATABASE === 'postgres') {
+    const [r] = await ds.query(
+      'SELECT count(*)::int AS n FROM pg_stat_activity WHERE datname = current_database()',
+    );
+    return Number(r.n);
+  }
+  const [r] = await ds.query("SHOW STATUS LIKE 'Threads_connected'");
+  return Number(r.Value);
+}
+
+async function storm(
+  nInstances: number,
+  concurrency: number,
+  o: { checks: number; held: number; holdMs: number; pool: number; flood: number },
+): Promise<StormResult> {
+  await prepareBenchDatabase();
+  const instances: Instance[] = [];
+  for (let i = 0; i < nInstances; i++) {
+    const ds = await openBenchDataSource(o.pool);
+    const decided = new Map<string, number>();
+    const dispatcher = new CheckBackDispatcher({
+      producerGroup: GROUP,
+      builtIn: new TxRecordResolver(storesFor(ds).txRecords, {
+        producerGroup: GROUP,
+        lockWaitTimeoutMs: LOCK_WAIT_MS,
+        logger: quietLogger,
+      }),
+      resolverScope: 'without-tx-id',
+      concurrency,
+      maxQueued: MAX_QUEUED,
+      logger: quietLogger,
+      onResolved: (outcome) => decided.set(outcome.decidedBy, (decided.get(outcome.decidedBy) ?? 0) + 1),
+    });
+    instances.push({ ds, dispatcher, decided });
+  }
+  const probe = await openBenchDataSource(1);
+  try {
+    // The in-doubt transactions: half committed, half absent, `held` still open.
+    const committed = Array.from({ length: Math.floor(o.checks / 2) }, () => uuidv7());
+    const absent = Array.from({ length: o.checks - committed.length - o.held }, () => uuidv7());
+    const held = Array.from({ length: o.held }, () => uuidv7());
+    for (let i = 0; i < committed.length; i += 500) {
+      const chunk = committed.slice(i, i + 500);
+      await probe.query(
+        sql(
+          `INSERT INTO tx_record (tx_id, status, resolved_by, producer_group, topic, event_count) VALUES ${chunk
+            .map(() => "(?, 'COMMITTED', 'PRODUCER', ?, ?, 1)")
+            .join(', ')}`,
+        ),
+        chunk.flatMap((id) => [id, GROUP, TOPIC]),
+      );
+    }
+    // Held ones first, so that their first check meets the open transaction (past the queue bound
+    // they would be shed and only asked again after their COMMIT).
+    const expected = new Map<string, TransactionResolution>([
+      ...held.map((id) => [id, TransactionResolution.COMMIT] as const),
+      ...committed.map((id) => [id, TransactionResolution.COMMIT] as const),
+      ...absent.map((id) => [id, TransactionResolution.ROLLBACK] as const),
+    ]);
+
+    // The business traffic of every instance, on its own pool.
+    let running = true;
+    let businessTx = 0;
+    const flood = instances.flatMap((inst) =>
+      Array.from({ length: o.flood }, async () => {
+        while (running) {
+          await producerTransaction(inst.ds).catch(() => undefined);
+          businessTx++;
+        }
+      }),
+    );
+    await sleep(3000);
+    const before = businessTx;
+    await sleep(3000);
+    const businessTxPerSecBefore = (businessTx - before) / 3;
+
+    // Held: producer transactions that wrote their fence row and commit after holdMs.
+    const holders = held.map((txId, i) =>
+      instances[i % nInstances]!.ds.transaction(async (m) => {
+        await storesFor(instances[i % nInstances]!.ds).txRecords.insertCommitted(m, {
+          txId,
+          producerGroup: GROUP,
+          topic: TOPIC,
+          eventCount: 1,
+        });
+        await sleep(o.holdMs);
+      }),
+    );
+    await sleep(100);
+
+    let maxConnections = 0;
+    let sampling = true;
+    const sampler = (async () => {
+      while (sampling) {
+        maxConnections = Math.max(maxConnections, await connections(probe).catch(() => 0));
+        await sleep(100);
+      }
+    })();
+
+    const t0 = performance.now();
+    const businessAtStorm = businessTx;
+    let pending = [...expected.keys()];
+    const answers = new Map<string, TransactionResolution>();
+    const heldSet = new Set(held);
+    /** When the last check not held by an open transaction got its final answer. */
+    let bulkDoneAt = t0;
+    const checkMs: number[] = [];
+    let rounds = 0;
+    let firstRoundResolvedPerSec = 0;
+    let k = 0;
+    while (pending.length > 0 && rounds < MAX_ROUNDS) {
+      rounds++;
+      const roundStart = performance.now();
+      const results = await Promise.all(
+        pending.map(async (txId) => {
+          const inst = instances[k++ % nInstances]!;
+          const s = performance.now();
+          const answer = await inst.dispatcher.handle(checkMessage(txId));
+          checkMs.push(performance.now() - s);
+          return [txId, answer] as const;
+        }),
+      );
+      const next: string[] = [];
+      for (const [txId, answer] of results) {
+        if (answer === TransactionResolution.UNKNOWN) next.push(txId);
+        else answers.set(txId, answer);
+      }
+      if (next.every((txId) => heldSet.has(txId)) && bulkDoneAt === t0) bulkDoneAt = performance.now();
+      if (rounds === 1) firstRoundResolvedPerSec = (answers.size / (performance.now() - roundStart)) * 1000;
+      pending = next;
+    }
+    const elapsedMs = performance.now() - t0;
+    const businessTxPerSecDuring = ((businessTx - businessAtStorm) / elapsedMs) * 1000;
+    sampling = false;
+    running = false;
+    await Promise.all([sampler, ...flood, ...holders.map((h) => h.catch(() => undefined))]);
+
+    let wrong = 0;
+    for (const [txId, answer] of answers) if (answer !== expected.get(txId)) wrong++;
+    const sum = (key: string) => instances.reduce((n, inst) => n + (inst.decided.get(key) ?? 0), 0);
+    return {
+      instances: nInstances,
+      concurrency,
+      poolPerInstance: o.pool,
+      checks: o.checks,
+      rounds,
+      resolved: answers.size,
+      wrong,
+      firstRoundResolvedPerSec,
+      // The checks not held by an open producer transaction, over the time they took (the held
+      // ones wait for their producer's COMMIT whatever the sizing).
+      resolvedPerSec: ((answers.size - held.length) / (bulkDoneAt - t0)) * 1000,
+      elapsedMs,
+      checkMsP99: summarize(checkMs).p99,
+      lockTimeouts: sum('lock_timeout'),
+      shed: sum('shed'),
+      maxConnections,
+      businessTxPerSecBefore,
+      businessTxPerSecDuring,
+    };
+  } finally {
+    await probe.destroy();
+    for (const inst of instances) await inst.ds.destroy();
+  }
+}
+
+async function main(): Promise<void> {
+  const o = {
+    checks: intArg('checks', 2000),
+    held: intArg('held', 6),
+    holdMs: intArg('hold-ms', 3000),
+    pool: intArg('pool', 10),
+    flood: intArg('flood', 4),
+  };
+  const results: StormResult[] = [];
+  for (const n of [1, 3]) {
+    for (const c of [2, 4, 8, 16]) {
+      const r = await storm(n, c, o);
+      results.push(r);
+      console.log(
+        `[storm] instances ${n} concurrency ${c}: ${r.resolved}/${r.checks} resolved in ${r.rounds} rounds, ` +
+          `${fmt(r.resolvedPerSec, 0)}/s (first round ${fmt(r.firstRoundResolvedPerSec, 0)}/s), wrong ${r.wrong}, ` +
+          `lock timeouts ${r.lockTimeouts}, shed ${r.shed}, connections ≤ ${r.maxConnections}, ` +
+          `business ${fmt(r.businessTxPerSecBefore, 0)} → ${fmt(r.businessTxPerSecDuring, 0)} tx/s`,
+      );
+    }
+  }
+  const id = `storm-${BENCH_DATABASE}-${Date.now().toString(36)}`;
+  const table = markdownTable(
+    [
+      'instances',
+      'checkBack.concurrency',
+      'resolved',
+      'rounds',
+      'resolved/s',
+      'first round /s',
+      'check p99 ms',
+      'lock timeouts',
+      'shed',
+      'DB connections (max)',
+      'business tx/s before → during',
+    ],
+    results.map((r) => [
+      String(r.instances),
+      String(r.concurrency),
+      `${r.resolved}/${r.checks}${r.wrong ? ` (${r.wrong} WRONG)` : ''}`,
+      String(r.rounds),
+      fmt(r.resolvedPerSec, 0),
+      fmt(r.firstRoundResolvedPerSec, 0),
+      fmt(r.checkMsP99, 0),
+      String(r.lockTimeouts),
+      String(r.shed),
+      String(r.maxConnections),
+      `${fmt(r.businessTxPerSecBefore, 0)} → ${fmt(r.businessTxPerSecDuring, 0)}`,
+    ]),
+  );
+  const md =
+    `## Check-back storm ${id}\n\n${machineDescription()}; database ${BENCH_DATABASE}.\n` +
+    `${o.checks} in-doubt transactions (half committed, ${o.held} held open ${o.holdMs} ms, the rest absent); ` +
+    `pool ${o.pool} per instance shared with ${o.flood} business writers; lockWaitTimeoutMs ${LOCK_WAIT_MS}; ` +
+    `maxQueued ${MAX_QUEUED}; an UNKNOWN or shed answer is asked again in the next round.\n\n${table}\n`;
+  const out = path.join(__dirname, 'results', id);
+  writeFileSync(`${out}.md`, md);
+  writeFileSync(`${out}.json`, JSON.stringify({ id, options: o, results }, null, 2));
+  console.log(md);
+  if (results.some((r) => r.wrong > 0 || r.resolved < r.checks)) process.exitCode = 1;
+}
+
+main().catch((err: unknown) => {
+  console.error(err);
+  process.exit(1);
+});
