@@ -17,10 +17,10 @@ const { jsonOutput, failuresIn } = require('./jest-failures');
  * The suites that run a second time on PostgreSQL with the real broker: producer, check-back and
  * crash windows, relay and discard recovery, consumer, the order-service scenario, the
  * operational suites (status, retention, archive, reconcile, metrics, lean transport, doctor),
- * and publish() in the caller's transaction (publish, publish-crash, publish-transactional). Not
- * yet: cli (dialect-aware, its relay case not yet seen green on PostgreSQL), least-privilege
- * (MariaDB users; its statements run on PostgreSQL roles in the contract suite); smoke and
- * startup touch no database.
+ * and publish() in the caller's transaction (publish, publish-crash, publish-transactional), the
+ * check-back confirmation, the CLI and the NestJS sample. Not here: least-privilege (MariaDB users;
+ * its statements run on PostgreSQL roles in the contract suite); smoke, startup and process-exit
+ * touch no database's SQL.
  */
 const POSTGRES_COMPONENT_SUITES = [
   'producer',
@@ -45,6 +45,9 @@ const POSTGRES_COMPONENT_SUITES = [
   'publish',
   'publish-crash',
   'publish-transactional',
+  'checkback-confirm',
+  'cli',
+  'nestjs-order-service',
 ];
 
 const DEFAULT_DB_URL = 'mysql://root@127.0.0.1:3306/test';

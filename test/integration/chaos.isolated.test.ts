@@ -4,7 +4,7 @@
  * order service's processes SIGKILLed at random and in each named window, a survivor answering
  * check-backs (and republishing what the broker discarded): nothing committed lost, nothing
  * rolled back delivered, every window reached. Kills: CHAOS_TEST_KILLS, default 60 (12 per
- * window; about 4 minutes here with the consumer kills, each kill forks a fresh process) and 30 consumer kills, sized with
+ * window; about 4 minutes here with the consumer kills, each kill forks a fresh process) and 20 consumer kills, sized with
  * the rest of `npm test` under CI's 30 minutes; a fixed seed, CHAOS_TEST_SEED, so a failure can be
  * replayed. Larger runs: CHAOS_TEST_KILLS=1000, or `rocketmq-tx chaos --rounds <n>` against any broker
  * (docs/testing.md).
@@ -23,7 +23,7 @@ import * as rocketmq from '../../scripts/rocketmq';
 
 const KILLS = Number(process.env.CHAOS_TEST_KILLS ?? 60);
 const SEED = Number(process.env.CHAOS_TEST_SEED ?? 19);
-const CONSUMER_KILLS = Number(process.env.CHAOS_TEST_CONSUMER_KILLS ?? 30);
+const CONSUMER_KILLS = Number(process.env.CHAOS_TEST_CONSUMER_KILLS ?? 20);
 const REPO = path.resolve(__dirname, '../..');
 const BROKER_ENV: Record<string, string> = {
   ROCKETMQ_TX_PORT_OFFSET: process.env.ROCKETMQ_TX_CHAOS_PORT_OFFSET || '1900',
