@@ -74,21 +74,40 @@ export interface ClientConnection {
   transport?: BrokerTransport;
 }
 
-export function gatewayConfig(
-  o: ClientConnection,
-  onCheckBack?: CheckBackHandler,
-  onCheckBackAnswerSent?: CheckBackAnswerSent,
-): GatewayConfig {
+/** How a client reaches the proxy: the part every gateway config (producer, relay, consumer) shares. */
+export type ConnectionFields = Pick<
+  GatewayConfig,
+  | 'endpoints'
+  | 'namespace'
+  | 'credentials'
+  | 'sslEnabled'
+  | 'tlsCa'
+  | 'requestTimeoutMs'
+  | 'startTimeoutMs'
+  | 'shutdownTimeoutMs'
+>;
+
+export function connectionFields(o: Omit<ClientConnection, 'topics' | 'transport'>): ConnectionFields {
   return {
     endpoints: o.endpoints,
     namespace: o.namespace,
-    topics: o.topics,
     ...(o.credentials ? { credentials: o.credentials } : {}),
     sslEnabled: o.sslEnabled,
     ...(o.tlsCa ? { tlsCa: o.tlsCa } : {}),
     requestTimeoutMs: o.requestTimeoutMs,
     startTimeoutMs: o.startTimeoutMs,
     shutdownTimeoutMs: o.shutdownTimeoutMs,
+  };
+}
+
+export function gatewayConfig(
+  o: ClientConnection,
+  onCheckBack?: CheckBackHandler,
+  onCheckBackAnswerSent?: CheckBackAnswerSent,
+): GatewayConfig {
+  return {
+    ...connectionFields(o),
+    topics: o.topics,
     ...(onCheckBack ? { onCheckBack } : {}),
     ...(onCheckBackAnswerSent ? { onCheckBackAnswerSent } : {}),
     ...(o.transport ? { transport: o.transport } : {}),

@@ -3,6 +3,7 @@ import { InFlight, Lifecycle, callHook } from '../lifecycle/Lifecycle';
 import { retryDelay } from '../util/retryPolicy';
 import type { ConsumerGateway, ConsumerGatewayConfig, InboundMessage } from '../broker/consumerGateway';
 import { RocketMqConsumerGateway } from '../broker/RocketMqConsumerGateway';
+import { connectionFields } from '../broker/gateway';
 import { errorFields, type Logger } from '../util/logger';
 import type { InboxStore } from '../store/ports';
 import { MessageProcessor, type Decision } from './MessageProcessor';
@@ -94,18 +95,11 @@ export class IdempotentConsumer {
     });
     this.slots = new ReceiveSlots(o.concurrency);
     const config: ConsumerGatewayConfig = {
-      endpoints: o.endpoints,
-      namespace: o.namespace,
+      ...connectionFields(o),
       consumerGroup: o.consumerGroup,
       subscriptions: o.subscriptions,
-      ...(o.credentials ? { credentials: o.credentials } : {}),
-      sslEnabled: o.sslEnabled,
-      ...(o.tlsCa ? { tlsCa: o.tlsCa } : {}),
-      requestTimeoutMs: o.requestTimeoutMs,
       longPollingMs: o.longPollingMs,
       invisibleDurationMs: o.invisibleDurationMs,
-      startTimeoutMs: o.startTimeoutMs,
-      shutdownTimeoutMs: o.shutdownTimeoutMs,
     };
     this.gateway = (internals.gateway ?? ((c, l) => new RocketMqConsumerGateway(c, l)))(config, o.logger);
     this.lifecycle = new Lifecycle(

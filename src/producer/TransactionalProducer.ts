@@ -9,7 +9,13 @@ import {
 } from '../errors';
 import { notInitialized } from '../util/clientOptions';
 import { InFlight, Lifecycle, callHook } from '../lifecycle/Lifecycle';
-import { gatewayConfig, type BrokerGateway, type GatewayConfig, type HalfMessage } from '../broker/gateway';
+import {
+  connectionFields,
+  gatewayConfig,
+  type BrokerGateway,
+  type GatewayConfig,
+  type HalfMessage,
+} from '../broker/gateway';
 import { createGateway } from '../broker/createGateway';
 import { CheckBackDispatcher, type CheckBackStats } from '../checkback/CheckBackDispatcher';
 import { TxRecordResolver } from '../checkback/fence';
@@ -733,19 +739,12 @@ function initialStatus(delivery: DeliveryMode): OutboxInitialStatus {
 /** The confirmation consumer of confirmBy 'delivery': group <producerGroup>_confirm on the producer's topics. */
 function confirmationConsumerConfig(o: ResolvedProducerOptions): ConsumerGatewayConfig {
   return {
-    endpoints: o.endpoints,
-    namespace: o.namespace,
+    ...connectionFields(o),
     consumerGroup: `${o.producerGroup}_confirm`,
     subscriptions: new Map(o.topics.map((t) => [t, '*'])),
-    ...(o.credentials ? { credentials: o.credentials } : {}),
-    sslEnabled: o.sslEnabled,
-    ...(o.tlsCa ? { tlsCa: o.tlsCa } : {}),
-    requestTimeoutMs: o.requestTimeoutMs,
     // The proxy's minimum (grpcClientConsumerMinLongPollingTimeoutMillis); shutdown does not wait
     // for it (the observer closes its client first).
     longPollingMs: 5000,
     invisibleDurationMs: 30_000,
-    startTimeoutMs: o.startTimeoutMs,
-    shutdownTimeoutMs: o.shutdownTimeoutMs,
   };
 }

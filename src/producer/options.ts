@@ -18,6 +18,7 @@ import {
   optionalFunctionsOf,
   optionalInt,
   optionalObject,
+  optionalOneOf,
   rejectUnknownKeys,
   requireObject,
   requireString,
@@ -220,7 +221,12 @@ export function resolveProducerOptions(input: unknown): ResolvedProducerOptions 
     outboxFallback: optionalBoolean('outboxFallback', o.outboxFallback, false),
     discardRecovery: resolveDiscardRecovery(o.discardRecovery),
     transport: resolveTransport(o.transport),
-    confirmBy: resolveConfirmBy(o.confirmBy),
+    confirmBy: optionalOneOf<ConfirmBy>(
+      'confirmBy',
+      o.confirmBy,
+      ['endTransaction', 'delivery'],
+      'endTransaction',
+    ),
     ...(o.onOutcome ? { onOutcome: o.onOutcome as (outcome: TransactionOutcome) => void } : {}),
   };
 }
@@ -238,18 +244,6 @@ function resolveDiscardRecovery(value: unknown): DiscardRecoverySettings | null 
   };
 }
 
-function resolveConfirmBy(value: unknown): ConfirmBy {
-  if (value === undefined) return 'endTransaction';
-  if (value !== 'endTransaction' && value !== 'delivery') {
-    throw new InvalidOptionError('confirmBy', value, '"endTransaction" or "delivery"');
-  }
-  return value;
-}
-
 export function resolveDeliveryMode(option: string, value: unknown, fallback: DeliveryMode): DeliveryMode {
-  if (value === undefined) return fallback;
-  if (value !== 'transactional' && value !== 'outbox' && value !== 'cdc') {
-    throw new InvalidOptionError(option, value, '"transactional", "outbox" or "cdc"');
-  }
-  return value;
+  return optionalOneOf<DeliveryMode>(option, value, ['transactional', 'outbox', 'cdc'], fallback);
 }

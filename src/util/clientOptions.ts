@@ -8,6 +8,7 @@ import {
   optionalBoolean,
   optionalFunctionsOf,
   optionalInt,
+  optionalOneOf,
   optionalString,
   rejectUnknownKeys,
   requireEndpoints,
@@ -275,9 +276,5 @@ export const BROKER_CONNECTION_OPTION_KEYS = [
 
 /** The `transport` option of the producer and the relay: 'official' (default) or 'lean'. */
 export function resolveTransport(value: unknown): BrokerTransport {
-  if (value === undefined) return 'official';
-  if (value !== 'official' && value !== 'lean') {
-    throw new InvalidOptionError('transport', value, '"official" or "lean"');
-  }
-  return value;
+  return optionalOneOf<BrokerTransport>('transport', value, ['official', 'lean'], 'official');
 }

@@ -70,6 +70,24 @@ export function optionalInt(
   return value;
 }
 
+/**
+ * One of `allowed` (string literals), or `fallback` when undefined. The error lists them:
+ * '"a" or "b"', '"a", "b" or "c"'.
+ */
+export function optionalOneOf<T extends string>(
+  option: string,
+  value: unknown,
+  allowed: readonly T[],
+  fallback: T,
+): T {
+  if (value === undefined) return fallback;
+  if (!(allowed as readonly unknown[]).includes(value)) {
+    const quoted = allowed.map((a) => `"${a}"`);
+    throw new InvalidOptionError(option, value, `${quoted.slice(0, -1).join(', ')} or ${quoted.at(-1)!}`);
+  }
+  return value as T;
+}
+
 export function optionalBoolean(option: string, value: unknown, fallback: boolean): boolean {
   if (value === undefined) return fallback;
   if (typeof value !== 'boolean') throw new InvalidOptionError(option, value, 'true or false');
