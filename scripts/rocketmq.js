@@ -89,11 +89,10 @@ function context() {
   }
   const storeDir = path.join(home, 'store');
   const brokers = brokerCount
-    ? Array.from({ length: brokerCount }, (_, i) => ({
-        name: `broker-${String.fromCharCode(97 + i)}`,
-        port: PORTS.broker + BROKER_PORT_STEP * i,
-        storeDir: path.join(storeDir, `broker-${String.fromCharCode(97 + i)}`),
-      }))
+    ? Array.from({ length: brokerCount }, (_, i) => {
+        const name = `broker-${String.fromCharCode(97 + i)}`;
+        return { name, port: PORTS.broker + BROKER_PORT_STEP * i, storeDir: path.join(storeDir, name) };
+      })
     : [{ name: 'broker-a', port: PORTS.broker, storeDir }];
   const ctx = {
     brokers,
@@ -629,8 +628,7 @@ async function start(options = {}) {
           const ms = await waitReady(ctx, comp, pid, deadline);
           log(`  ${comp.name} ready (pid ${pid}) in ${seconds(ms)}; log: ${comp.out}`);
         };
-        const comps = Object.values(ctx.components);
-        const brokers = comps.filter((c) => c.name.startsWith('broker-'));
+        const brokers = ctx.brokerProcesses ? ctx.brokers.map((b) => ctx.components[b.name]) : [];
         await bringUp(ctx.components.namesrv);
         const results = await Promise.allSettled(brokers.map(bringUp));
         const failure = results.find((r) => r.status === 'rejected');
@@ -754,11 +752,10 @@ async function stop(options = {}) {
     stopped.push({ name, pid, how });
   };
   // The proxy, then the brokers of a cluster side by side, then the NameServer.
-  const isBroker = (name) => name.startsWith('broker-');
-  const chosen = order.filter((name) => wanted.includes(name));
-  for (const name of chosen.filter((n) => !isBroker(n) && n !== 'namesrv')) await stopOne(name);
-  await Promise.all(chosen.filter(isBroker).map(stopOne));
-  if (chosen.includes('namesrv')) await stopOne('namesrv');
+  if (wanted.includes('proxy')) await stopOne('proxy');
+  const brokers = ctx.brokerProcesses ? ctx.brokers.map((b) => b.name) : [];
+  await Promise.all(brokers.filter((name) => wanted.includes(name)).map(stopOne));
+  if (wanted.includes('namesrv')) await stopOne('namesrv');
   if (stopped.length === 0) log(`nothing to stop (no running RocketMQ from ${ctx.home})`);
   return { stopped };
 }
