@@ -24,7 +24,7 @@ import { uuidv7 } from '../src';
 import { CheckBackDispatcher } from '../src/checkback/CheckBackDispatcher';
 import { TxRecordResolver } from '../src/checkback/fence';
 import { TransactionResolution, type CheckBackMessage } from '../src/checkback/resolution';
-import { storesFor } from '../src/store';
+import { storesFor, type Stores } from '../src/store';
 import {
   BENCH_DATABASE,
   intArg,
@@ -47,6 +47,7 @@ const MAX_ROUNDS = 30;
 
 interface Instance {
   ds: DataSource;
+  stores: Stores;
   dispatcher: CheckBackDispatcher;
   decided: Map<string, number>;
 }
@@ -83,8 +84,7 @@ function checkMessage(txId: string): CheckBackMessage {
 }
 
 /** One producer transaction as the SDK writes it: fence row, outbox row, business row. */
-async function producerTransaction(ds: DataSource): Promise<void> {
-  const stores = storesFor(ds);
+async function producerTransaction({ ds, stores }: Instance): Promise<void> {
   const txId = uuidv7();
   const eventId = uuidv7();
   await ds.transaction(async (m: EntityManager) => {
@@ -124,10 +124,11 @@ async function storm(
   const instances: Instance[] = [];
   for (let i = 0; i < nInstances; i++) {
     const ds = await openBenchDataSource(o.pool);
+    const stores = storesFor(ds);
     const decided = new Map<string, number>();
     const dispatcher = new CheckBackDispatcher({
       producerGroup: GROUP,
-      builtIn: new TxRecordResolver(storesFor(ds).txRecords, {
+      builtIn: new TxRecordResolver(stores.txRecords, {
         producerGroup: GROUP,
         lockWaitTimeoutMs: LOCK_WAIT_MS,
         logger: quietLogger,
@@ -138,7 +139,7 @@ async function storm(
       logger: quietLogger,
       onResolved: (outcome) => decided.set(outcome.decidedBy, (decided.get(outcome.decidedBy) ?? 0) + 1),
     });
-    instances.push({ ds, dispatcher, decided });
+    instances.push({ ds, stores, dispatcher, decided });
   }
   const probe = await openBenchDataSource(1);
   try {
@@ -171,7 +172,7 @@ async function storm(
     const flood = instances.flatMap((inst) =>
       Array.from({ length: o.flood }, async () => {
         while (running) {
-          await producerTransaction(inst.ds).catch(() => undefined);
+          await producerTransaction(inst).catch(() => undefined);
           businessTx++;
         }
       }),
@@ -182,17 +183,18 @@ async function storm(
     const businessTxPerSecBefore = (businessTx - before) / 3;
 
     // Held: producer transactions that wrote their fence row and commit after holdMs.
-    const holders = held.map((txId, i) =>
-      instances[i % nInstances]!.ds.transaction(async (m) => {
-        await storesFor(instances[i % nInstances]!.ds).txRecords.insertCommitted(m, {
+    const holders = held.map((txId, i) => {
+      const inst = instances[i % nInstances]!;
+      return inst.ds.transaction(async (m) => {
+        await inst.stores.txRecords.insertCommitted(m, {
           txId,
           producerGroup: GROUP,
           topic: TOPIC,
           eventCount: 1,
         });
         await sleep(o.holdMs);
-      }),
-    );
+      });
+    });
     await sleep(100);
 
     let maxConnections = 0;
