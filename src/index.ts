@@ -110,7 +110,7 @@ export {
   type CheckBackMessage,
   type CheckBackResolver,
 } from './checkback/resolution';
-export { TxRecordResolver, type TxRecordResolverOptions } from './checkback/fence';
+export { TxRecordResolver, type TxRecordResolverOptions, type FenceBatching } from './checkback/fence';
 export type {
   ResolverScope,
   CheckBackStats,
@@ -121,6 +121,8 @@ export { TypeOrmTxRecordStore } from './store/typeorm/TypeOrmTxRecordStore';
 export type {
   TxRecordStore,
   TombstoneOutcome,
+  TombstonesOutcome,
+  TxRecordState,
   NewTxRecord,
   TxStatus,
   OutboxStore,

@@ -32,6 +32,11 @@ export interface CheckBackOutcome {
  * how; `answered` sees every answer given (the "COMMIT answered -> confirm" step).
  */
 export interface BuiltInResolver {
+  /**
+   * true: the resolver queues, bounds and sheds its own database work (the fence's batching
+   * queue); the dispatcher's semaphore then bounds only a custom resolver's calls.
+   */
+  readonly bounded?: boolean;
   resolveDecision(message: CheckBackMessage): Promise<DecidedResolution>;
   answered?(message: CheckBackMessage, resolution: TransactionResolution): void;
 }
@@ -102,13 +107,15 @@ export class CheckBackDispatcher {
 
   private async decide(message: CheckBackMessage): Promise<DecidedResolution> {
     this.stats.received++;
-    const release = await this.semaphore.acquire();
-    if (!release) {
-      this.stats.shed++;
-      return this.count(TransactionResolution.UNKNOWN, 'shed');
-    }
+    const custom = this.customRoute(message);
+    const release =
+      custom || !this.options.builtIn.bounded ? await this.semaphore.acquire() : () => undefined;
+    if (!release) return this.shed();
     try {
-      const { resolution: answer, decidedBy } = await this.route(message);
+      const { resolution: answer, decidedBy } = custom
+        ? { resolution: await custom.resolve(message), decidedBy: 'custom_resolver' as const }
+        : await this.builtIn(message);
+      if (decidedBy === 'shed') return this.shed();
       if (!isResolution(answer)) {
         this.stats.errors++;
         this.options.logger.error(
@@ -130,13 +137,20 @@ export class CheckBackDispatcher {
     }
   }
 
-  /** A custom resolver where configured; else the fence, which applies the ownership guards. */
-  private async route(message: CheckBackMessage): Promise<DecidedResolution> {
-    const { resolver, resolverScope, builtIn } = this.options;
-    if (resolver && (resolverScope === 'all' || message.txId === undefined)) {
-      return { resolution: await resolver.resolve(message), decidedBy: 'custom_resolver' };
-    }
-    const decided = await builtIn.resolveDecision(message);
+  private shed(): DecidedResolution {
+    this.stats.shed++;
+    return this.count(TransactionResolution.UNKNOWN, 'shed');
+  }
+
+  /** The custom resolver, where configured for this message; else the fence decides. */
+  private customRoute(message: CheckBackMessage): CheckBackResolver | undefined {
+    const { resolver, resolverScope } = this.options;
+    return resolver && (resolverScope === 'all' || message.txId === undefined) ? resolver : undefined;
+  }
+
+  /** The fence, which applies the ownership guards. */
+  private async builtIn(message: CheckBackMessage): Promise<DecidedResolution> {
+    const decided = await this.options.builtIn.resolveDecision(message);
     if (decided.decidedBy === 'foreign_origin') this.stats.foreignOrigin++;
     return decided;
   }

@@ -6,10 +6,19 @@
  * decision is here, once. test/unit/fence-exploration.test.ts explores this file's code over
  * faked primitives, every interleaving.
  */
-import type { NewTxRecord, TombstoneOutcome, TxRecordStore, TxStatus, TxStatusReader } from '../store/ports';
+import type {
+  NewTxRecord,
+  TombstoneOutcome,
+  TombstonesOutcome,
+  TxRecordState,
+  TxRecordStore,
+  TxStatus,
+  TxStatusReader,
+} from '../store/ports';
 import { toStoreError } from '../store/typeorm/storeError';
 import { errorFields, noopLogger, type Logger } from '../util/logger';
 import { isUuid } from '../util/uuidv7';
+import { optionalInt } from '../util/validate';
 import {
   EVENT_ID_PROPERTY,
   TransactionResolution,
@@ -95,6 +104,13 @@ const unknownBecause = (decidedBy: CheckBackDecision, error?: unknown): FenceAns
   ...(error !== undefined ? { error } : {}),
 });
 
+/** The tombstone attempt's inputs; undefined for a read-only answer (which never writes). */
+interface Tombstone {
+  store: Pick<TxRecordStore, 'insertTombstone'>;
+  record: NewTxRecord;
+  lockWaitTimeoutMs: number;
+}
+
 /**
  * The decision for one owned txId. `tombstone` undefined: read-only (never writes; no row is
  * UNKNOWN). Never ROLLBACK on a database error: only a tombstone this call inserted, or a
@@ -103,9 +119,7 @@ const unknownBecause = (decidedBy: CheckBackDecision, error?: unknown): FenceAns
 async function decide(
   store: TxStatusReader,
   txId: string,
-  tombstone:
-    | { store: Pick<TxRecordStore, 'insertTombstone'>; record: NewTxRecord; lockWaitTimeoutMs: number }
-    | undefined,
+  tombstone: Tombstone | undefined,
 ): Promise<FenceAnswer> {
   // 1. Read first: a row already there is final (a tx_record's status never changes), one round
   // trip. A plain read never sees an uncommitted row, so "no row" decides nothing by itself.
@@ -117,6 +131,11 @@ async function decide(
   }
   if (status !== undefined) return answerRow(status);
   if (!tombstone) return unknownBecause('no_row');
+  return decideAbsent(store, txId, tombstone);
+}
+
+/** Steps 2 to 4 of decide(), for a txId whose first read found no row. */
+async function decideAbsent(store: TxStatusReader, txId: string, tombstone: Tombstone): Promise<FenceAnswer> {
   // 2. Write to decide: the tombstone INSERT waits (bounded) on the producer's uncommitted row,
   // so the database decides once for every instance.
   let outcome: TombstoneOutcome;
@@ -131,14 +150,214 @@ async function decide(
   if (outcome.kind === 'UNDECIDED') return unknownBecause(UNDECIDED[outcome.reason], outcome.error);
   // 4. The row exists: a fresh read (a new statement after the attempt ended) sees the winner's
   // committed row. Taking the duplicate as COMMIT without reading would deliver a rolled-back one.
+  let status: TxStatus | undefined;
   try {
     status = await store.readStatus(txId);
   } catch (err) {
     return unknownBecause('error', err);
   }
-  if (status === undefined)
-    return unknownBecause('error', new Error(`tx_record ${txId} reported as existing but not found`));
+  if (status === undefined) return unknownBecause('error', missingRow(txId));
   return answerRow(status);
+}
+
+const missingRow = (txId: string) => new Error(`tx_record ${txId} reported as existing but not found`);
+
+// ---- the same decision for many txIds at once (a check-back storm) ----------------------------
+
+/** The primitives of the batched decision (TxRecordStore's optional ones, both required here). */
+export type BatchPrimitives = Pick<TxRecordStore, 'readStatus' | 'insertTombstone'> &
+  Required<Pick<TxRecordStore, 'readStatuses' | 'insertTombstones'>>;
+
+/** `undefined`: not decided by the batch; decide() it alone (a row of the batch was locked). */
+type BatchAnswer = FenceAnswer | undefined;
+
+/**
+ * decide() for many owned txIds, each step one statement for all of them:
+ * 1. one plain read; a row found answers as in decide();
+ * 2. one tombstone INSERT for the txIds without a row, skipping duplicates, in one short
+ *    transaction: it commits as a whole (every txId then has a committed row: our tombstone, or the
+ *    producer's, written while the INSERT waited on it) or not at all;
+ * 3. one fresh read after it: ROLLED_BACK answers ROLLBACK, COMMITTED answers COMMIT, exactly what
+ *    decide() answers after INSERTED or EXISTS (a fresh read of our own tombstone is ROLLED_BACK).
+ * The INSERT does not wait on a lock (BATCH_LOCK_WAIT_MS): if it meets a producer transaction
+ * still open, a deadlock or any error, nothing of it was written and those txIds are decided again
+ * one by one by decide() (`undefined`), with the full lock wait, so a producer transaction still
+ * open holds back only its own check.
+ */
+async function decideBatch(
+  store: BatchPrimitives,
+  records: readonly NewTxRecord[],
+  lockWaitTimeoutMs: number,
+): Promise<BatchAnswer[]> {
+  const ids = records.map((r) => r.txId);
+  let found: Map<string, TxRecordState>;
+  try {
+    found = await store.readStatuses(ids);
+  } catch (err) {
+    return ids.map(() => unknownBecause('error', err));
+  }
+  const absent = records.filter((r) => !found.has(r.txId));
+  const after = new Map<string, BatchAnswer>();
+  if (absent.length === 1) {
+    const [record] = absent as [NewTxRecord];
+    after.set(record.txId, await decideAbsent(store, record.txId, { store, record, lockWaitTimeoutMs }));
+  } else if (absent.length > 1) {
+    for (const [txId, answer] of await tombstoneAll(store, absent)) after.set(txId, answer);
+  }
+  return ids.map((txId) => {
+    const row = found.get(txId);
+    return row ? answerRow(row.status) : after.get(txId);
+  });
+}
+
+/** The batched tombstones' lock wait: none (the database's least), see decideBatch. */
+const BATCH_LOCK_WAIT_MS = 0;
+
+async function tombstoneAll(
+  store: BatchPrimitives,
+  absent: readonly NewTxRecord[],
+): Promise<Map<string, BatchAnswer>> {
+  const ids = absent.map((r) => r.txId);
+  const all = (answer: (txId: string) => BatchAnswer) => new Map(ids.map((txId) => [txId, answer(txId)]));
+  let outcome: TombstonesOutcome;
+  try {
+    outcome = await store.insertTombstones(absent, BATCH_LOCK_WAIT_MS);
+  } catch (err) {
+    outcome = { kind: 'UNDECIDED', reason: 'DATABASE_ERROR', error: err };
+  }
+  if (outcome.kind === 'UNDECIDED') {
+    // Nothing of it was written. One txId: decide() it alone, with the full lock wait. More: the
+    // two halves again, so a producer transaction still open is cut out in a few attempts that
+    // do not wait, and the rest is still decided in batches.
+    if (absent.length === 1) return all(() => undefined);
+    const half = Math.ceil(absent.length / 2);
+    return new Map([
+      ...(await tombstoneAll(store, absent.slice(0, half))),
+      ...(await tombstoneAll(store, absent.slice(half))),
+    ]);
+  }
+  let fresh: Map<string, TxRecordState>;
+  try {
+    fresh = await store.readStatuses(ids);
+  } catch (err) {
+    return all(() => unknownBecause('error', err));
+  }
+  return all((txId) => {
+    const row = fresh.get(txId);
+    if (!row) return unknownBecause('error', missingRow(txId));
+    // A CHECK_BACK row is a tombstone: this INSERT's, or (metrics only: the answer is the same
+    // ROLLBACK) one another instance committed first; a single insert would say row_found then.
+    if (row.resolvedBy === 'CHECK_BACK')
+      return { resolution: TransactionResolution.ROLLBACK, decidedBy: 'fenced' };
+    return answerRow(row.status);
+  });
+}
+
+/** How the fence queues and batches its decisions (TransactionalProducer passes checkBack's). */
+export interface FenceBatching {
+  /** Batches in flight at once, each one database connection at a time (checkBack.concurrency). */
+  concurrency: number;
+  /** Checks waiting for a free batch; past it a check is answered UNKNOWN (`shed`). */
+  maxQueued: number;
+  /** txIds per batch; default 100. */
+  maxBatch?: number;
+}
+
+/** The batching limits, checked (InvalidOptionError naming the bad value). */
+function validBatching(b: FenceBatching): FenceBatching {
+  return {
+    concurrency: optionalInt('batching.concurrency', b.concurrency, 4, 1, 256),
+    maxQueued: optionalInt('batching.maxQueued', b.maxQueued, 256, 0, 100_000),
+    maxBatch: optionalInt('batching.maxBatch', b.maxBatch, 100, 1, 1000),
+  };
+}
+
+interface Waiting {
+  readonly record: NewTxRecord;
+  readonly resolve: (answer: FenceAnswer) => void;
+}
+
+/**
+ * A bounded queue in front of the fence: at most `concurrency` batches run; the checks that
+ * arrive meanwhile wait (up to `maxQueued`) and go together into the next batch. A check alone
+ * in its batch takes decide(), the path the fence exploration covers, unchanged.
+ */
+class FenceQueue {
+  private readonly waiting: Waiting[] = [];
+  /** Checks a batch left undecided, decided one by one before new batches. */
+  private readonly alone: Waiting[] = [];
+  private running = 0;
+  private runningAlone = 0;
+  private scheduled = false;
+  private readonly maxBatch: number;
+
+  constructor(
+    private readonly store: BatchPrimitives,
+    private readonly lockWaitTimeoutMs: number,
+    private readonly limits: FenceBatching,
+  ) {
+    this.maxBatch = limits.maxBatch ?? 100;
+  }
+
+  decide(record: NewTxRecord): Promise<FenceAnswer> {
+    const free = Math.max(0, this.limits.concurrency - this.running);
+    if (this.waiting.length + this.alone.length >= this.limits.maxQueued + free) {
+      return Promise.resolve(unknownBecause('shed'));
+    }
+    return new Promise((resolve) => {
+      this.waiting.push({ record, resolve });
+      // Started on the next turn, so that the checks arriving together share a batch.
+      if (!this.scheduled) {
+        this.scheduled = true;
+        setImmediate(() => {
+          this.scheduled = false;
+          this.pump();
+        });
+      }
+    });
+  }
+
+  private pump(): void {
+    // A txId alone may wait the full lock bound on its connection: those take at most
+    // concurrency - 1 slots, so one slot keeps deciding batches while open transactions wait.
+    const aloneSlots = Math.max(1, this.limits.concurrency - 1);
+    while (this.running < this.limits.concurrency) {
+      const one = this.runningAlone < aloneSlots ? this.alone.shift() : undefined;
+      const batch = one ? [one] : this.waiting.splice(0, this.maxBatch);
+      if (batch.length === 0) return;
+      this.running++;
+      if (one) this.runningAlone++;
+      void this.run(batch, one !== undefined).finally(() => {
+        this.running--;
+        if (one) this.runningAlone--;
+        this.pump();
+      });
+    }
+  }
+
+  private async run(batch: Waiting[], alone: boolean): Promise<void> {
+    const { store, lockWaitTimeoutMs } = this;
+    if (alone || batch.length === 1) {
+      const [{ record, resolve }] = batch as [Waiting];
+      resolve(await decide(store, record.txId, { store, record, lockWaitTimeoutMs }));
+      return;
+    }
+    let answers: BatchAnswer[];
+    try {
+      answers = await decideBatch(
+        store,
+        batch.map((w) => w.record),
+        lockWaitTimeoutMs,
+      );
+    } catch (err) {
+      answers = batch.map(() => unknownBecause('error', err));
+    }
+    batch.forEach((w, i) => {
+      const answer = answers[i];
+      if (answer) w.resolve(answer);
+      else this.alone.push(w);
+    });
+  }
 }
 
 // ---- the built-in resolver ---------------------------------------------------------------------
@@ -152,6 +371,12 @@ export interface TxRecordResolverOptions {
    * answered COMMIT (by this fence or by a custom resolver), so the event is not republished later.
    */
   onCommitAnswered?: (eventId: string) => void;
+  /**
+   * Queue and batch the decisions (a check-back storm: one statement per step for many txIds)
+   * when the store has readStatuses and insertTombstones; the resolver then bounds its own
+   * database work (`bounded`) and answers UNKNOWN (`shed`) past `maxQueued`.
+   */
+  batching?: FenceBatching;
 }
 
 /**
@@ -164,11 +389,35 @@ export class TxRecordResolver implements CheckBackResolver {
   private readonly inFlight = new Map<string, Promise<DecidedResolution>>();
   private readonly warnedOrigins = new Set<string>();
 
+  private readonly queue: FenceQueue | undefined;
+
   constructor(
-    private readonly store: Pick<TxRecordStore, 'readStatus' | 'insertTombstone'>,
+    private readonly store: Pick<
+      TxRecordStore,
+      'readStatus' | 'insertTombstone' | 'readStatuses' | 'insertTombstones'
+    >,
     private readonly options: TxRecordResolverOptions,
   ) {
     this.logger = options.logger ?? noopLogger;
+    const batching = options.batching && validBatching(options.batching);
+    this.queue =
+      batching && store.readStatuses && store.insertTombstones
+        ? new FenceQueue(
+            {
+              readStatus: (txId) => store.readStatus(txId),
+              insertTombstone: (record, ms) => store.insertTombstone(record, ms),
+              readStatuses: (txIds) => store.readStatuses!(txIds),
+              insertTombstones: (records, ms) => store.insertTombstones!(records, ms),
+            },
+            options.lockWaitTimeoutMs,
+            batching,
+          )
+        : undefined;
+  }
+
+  /** @internal Whether this resolver bounds its own database work (a batching queue). */
+  get bounded(): boolean {
+    return this.queue !== undefined;
   }
 
   resolve(message: CheckBackMessage): Promise<TransactionResolution> {
@@ -189,7 +438,7 @@ export class TxRecordResolver implements CheckBackResolver {
     if (pending) return pending;
     const record: NewTxRecord = { txId, producerGroup, topic: message.topic, eventCount: 0 };
     const tombstone = { store: this.store, record, lockWaitTimeoutMs: this.options.lockWaitTimeoutMs };
-    const run = decide(this.store, txId, tombstone)
+    const run = (this.queue ? this.queue.decide(record) : decide(this.store, txId, tombstone))
       .then((answer) => this.logged(answer, txId, message.topic))
       .finally(() => this.inFlight.delete(txId));
     this.inFlight.set(txId, run);

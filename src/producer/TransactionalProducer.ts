@@ -183,6 +183,8 @@ export class TransactionalProducer {
         producerGroup: o.producerGroup,
         lockWaitTimeoutMs: o.checkBack.lockWaitTimeoutMs,
         logger: o.logger,
+        // A storm's checks batched: checkBack.concurrency batches at once, maxQueued waiting.
+        batching: { concurrency: o.checkBack.concurrency, maxQueued: o.checkBack.maxQueued },
         // A COMMIT answer for our own half message confirms that event (recorded in batches),
         // unless only a delivery confirms (confirmBy 'delivery').
         onCommitAnswered: (eventId) => {

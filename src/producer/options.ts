@@ -30,7 +30,10 @@ export interface CheckBackOptions {
   resolver?: CheckBackResolver;
   /** Which check-backs go to `resolver`: only those without TX_ID (default) or all. */
   resolverScope?: ResolverScope;
-  /** Concurrent check-back resolutions on this instance (each holds one DB connection). Default 4. */
+  /**
+   * Check-back decisions running at once on this instance, each holding one DB connection; the
+   * fence decides the check-backs that wait meanwhile together, in batches. Default 4.
+   */
   concurrency?: number;
   /** Check-backs waiting for a slot before new ones are answered UNKNOWN at once. Default 256. */
   maxQueued?: number;

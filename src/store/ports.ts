@@ -22,6 +22,21 @@ export type TombstoneOutcome =
   | { kind: 'EXISTS' }
   | { kind: 'UNDECIDED'; reason: 'LOCK_WAIT_TIMEOUT' | 'DEADLOCK' | 'DATABASE_ERROR'; error: unknown };
 
+/** One tx_record row as a batched read sees it: its final status, and who wrote it. */
+export interface TxRecordState {
+  status: TxStatus;
+  resolvedBy: 'PRODUCER' | 'CHECK_BACK';
+}
+
+/**
+ * The batched tombstone INSERT (many txIds, one statement, one short transaction): either every
+ * row is now committed (`DONE`: each txId has a tombstone this call inserted or a row another
+ * transaction committed; fresh reads tell which) or nothing is known (`UNDECIDED`, as for one).
+ */
+export type TombstonesOutcome =
+  | { kind: 'DONE' }
+  | { kind: 'UNDECIDED'; reason: 'LOCK_WAIT_TIMEOUT' | 'DEADLOCK' | 'DATABASE_ERROR'; error: unknown };
+
 /** A plain read of a transaction's final status (a row's status never changes); undefined: no row. */
 export interface TxStatusReader {
   /** A new statement: sees every row committed before it starts, never an uncommitted one. */
@@ -42,6 +57,19 @@ export interface TxRecordStore extends TxStatusReader {
   insertTombstone(record: NewTxRecord, lockWaitTimeoutMs: number): Promise<TombstoneOutcome>;
   /** Marks transactions whose broker commit was acknowledged (EndTransaction or check-back). */
   markConfirmed(txIds: readonly string[]): Promise<void>;
+  /**
+   * Optional, for a check-back storm (the fence batches only when a store has both): the rows of
+   * many txIds in one plain read (a new statement); a txId without a row is absent from the map.
+   */
+  readStatuses?(txIds: readonly string[]): Promise<Map<string, TxRecordState>>;
+  /**
+   * Optional: tombstones for many txIds in one statement of one short transaction (a duplicate
+   * is skipped, not an error), waiting at most about `lockWaitTimeoutMs` on any other
+   * transaction's uncommitted row (0: as little as the database allows; the fence passes 0 and
+   * decides the txIds of a batch that met a lock one by one). Never throws: every error is
+   * UNDECIDED, and then none of the rows is known to be written.
+   */
+  insertTombstones?(records: readonly NewTxRecord[], lockWaitTimeoutMs: number): Promise<TombstonesOutcome>;
 }
 
 /** How an event row starts: IN_FLIGHT (a half message carries it) or NEW (the relay sends it). */

@@ -8,6 +8,8 @@ import {
   type CheckBackMessage,
   type NewTxRecord,
   type TombstoneOutcome,
+  type TombstonesOutcome,
+  type TxRecordState,
 } from '../../src';
 import type { BrokerGateway, GatewayConfig, HalfMessage, OutgoingMessage } from '../../src/broker/gateway';
 import { TX_ID_PROPERTY } from '../../src/checkback/resolution';
@@ -367,3 +369,166 @@ function tallyOf(answers: readonly DecidedResolution[]): string {
     counts.set(`${a.resolution}/${a.decidedBy}`, (counts.get(`${a.resolution}/${a.decidedBy}`) ?? 0) + 1);
   return [...counts].map(([k, n]) => `${n}x ${k}`).join(', ');
 }
+
+/** The real store, counting the primitives a batching fence called. */
+class CountingStore extends TypeOrmTxRecordStore {
+  readonly calls = { readStatus: 0, insertTombstone: 0, readStatuses: 0, insertTombstones: 0 };
+  /** The txIds of the single tombstone attempts (decide() alone). */
+  readonly alone: string[] = [];
+  override async readStatus(txId: string): Promise<TxStatus | undefined> {
+    this.calls.readStatus++;
+    return super.readStatus(txId);
+  }
+  override async insertTombstone(record: NewTxRecord, ms: number): Promise<TombstoneOutcome> {
+    this.calls.insertTombstone++;
+    this.alone.push(record.txId);
+    return super.insertTombstone(record, ms);
+  }
+  override async readStatuses(txIds: readonly string[]): Promise<Map<string, TxRecordState>> {
+    this.calls.readStatuses++;
+    return super.readStatuses(txIds);
+  }
+  override async insertTombstones(records: readonly NewTxRecord[], ms: number): Promise<TombstonesOutcome> {
+    this.calls.insertTombstones++;
+    return super.insertTombstones(records, ms);
+  }
+}
+
+describe(`check-back fence, batched for a storm (${DB})`, () => {
+  let producerDs: DataSource;
+  let checkerDs: DataSource;
+
+  beforeAll(async () => {
+    producerDs = await openDataSource();
+    checkerDs = await openDataSource({ poolSize: 2 });
+    await ensureSchema(producerDs);
+  });
+
+  afterAll(async () => {
+    await checkerDs?.destroy();
+    await producerDs?.destroy();
+  });
+
+  const record = (txId: string): NewTxRecord => ({ txId, producerGroup: GROUP, topic: TOPIC, eventCount: 1 });
+  const message = (txId: string): CheckBackMessage => ({
+    messageId: `m-${txId}`,
+    topic: TOPIC,
+    keys: [],
+    properties: {},
+    body: Buffer.from('x'),
+    txId,
+    origin: GROUP,
+  });
+  const batching = (store: CountingStore) =>
+    new TxRecordResolver(store, {
+      producerGroup: GROUP,
+      lockWaitTimeoutMs: LONG_WAIT_MS,
+      batching: { concurrency: 2, maxQueued: 1000 },
+    });
+
+  async function committedRows(n: number): Promise<string[]> {
+    const ids = Array.from({ length: n }, () => uuidv7());
+    const store = new TypeOrmTxRecordStore(producerDs);
+    for (const txId of ids) await producerDs.transaction((m) => store.insertCommitted(m, record(txId)));
+    return ids;
+  }
+
+  async function openProducerTx(txId: string): Promise<{ qr: QueryRunner; session: number }> {
+    const qr = producerDs.createQueryRunner();
+    await qr.connect();
+    await qr.startTransaction();
+    expect(await new TypeOrmTxRecordStore(producerDs).insertCommitted(qr.manager, record(txId))).toBe(true);
+    const rows: Array<{ id: number | string }> = await qr.query(server.sessionId);
+    return { qr, session: Number(rows[0]!.id) };
+  }
+
+  it('a storm: committed rows answer COMMIT, absent ones get one tombstone each and ROLLBACK, in a few statements', async () => {
+    const committed = await committedRows(20);
+    const absent = Array.from({ length: 20 }, () => uuidv7());
+    const store = new CountingStore(checkerDs);
+    const resolver = batching(store);
+    const answers = await Promise.all(
+      [...committed, ...absent].map((id) => resolver.resolveDecision(message(id))),
+    );
+    expect(answers.slice(0, 20)).toEqual(
+      committed.map(() => ({ resolution: 'COMMIT', decidedBy: 'row_found' })),
+    );
+    expect(answers.slice(20)).toEqual(absent.map(() => ({ resolution: 'ROLLBACK', decidedBy: 'fenced' })));
+    for (const txId of absent)
+      expect(await txRecord(producerDs, txId)).toMatchObject({
+        status: 'ROLLED_BACK',
+        resolved_by: 'CHECK_BACK',
+      });
+    for (const txId of committed)
+      expect(await txRecord(producerDs, txId)).toMatchObject({
+        status: 'COMMITTED',
+        resolved_by: 'PRODUCER',
+      });
+    // 40 checks: one read, one tombstone INSERT, one fresh read; never one statement per check.
+    expect(store.calls).toEqual({ readStatus: 0, insertTombstone: 0, readStatuses: 2, insertTombstones: 1 });
+  });
+
+  it('an open producer transaction in the batch holds back only its own check: the others are fenced meanwhile, it waits alone and answers by its outcome', async () => {
+    const absent = Array.from({ length: 10 }, () => uuidv7());
+    const heldId = uuidv7();
+    const producer = await openProducerTx(heldId);
+    const store = new CountingStore(checkerDs);
+    const resolver = batching(store);
+    const held = resolver.resolveDecision(message(heldId));
+    const others = await Promise.all(absent.map((id) => resolver.resolveDecision(message(id))));
+    // Answered while the producer transaction is still open.
+    expect(others).toEqual(absent.map(() => ({ resolution: 'ROLLBACK', decidedBy: 'fenced' })));
+    await waitFor(async () => (await server.waitersOn(producerDs, producer.session, heldId)) >= 1, {
+      timeoutMs: LONG_WAIT_MS - 1000,
+      intervalMs: 20,
+      description: "the held txId's own tombstone INSERT waiting on the producer transaction",
+    });
+    await producer.qr.commitTransaction();
+    await producer.qr.release();
+    await expect(held).resolves.toEqual({ resolution: 'COMMIT', decidedBy: 'row_found' });
+    // The batch met the open row, was cut in halves until the open txId was alone; only it
+    // took the single path (with the full lock wait).
+    expect(store.alone).toEqual([heldId]);
+    expect(store.calls.insertTombstones).toBeGreaterThan(1);
+  });
+
+  it('the batched INSERT is all or nothing and does not wait: meeting an open row it writes none of its rows; the session setting is restored', async () => {
+    const heldId = uuidv7();
+    const producer = await openProducerTx(heldId);
+    const single = await openDataSource({ poolSize: 1 });
+    try {
+      const store = new TypeOrmTxRecordStore(single);
+      const setting = async () => (await single.query(server.lockWaitSetting))[0].v as unknown;
+      const before = await setting();
+      const others = [uuidv7(), uuidv7(), uuidv7()];
+      const started = Date.now();
+      const outcome = await store.insertTombstones(
+        [record(others[0]!), record(heldId), ...others.slice(1).map(record)],
+        0,
+      );
+      const tookMs = Date.now() - started;
+      expect(outcome).toMatchObject({ kind: 'UNDECIDED', reason: 'LOCK_WAIT_TIMEOUT' });
+      expect([...(await store.readStatuses(others)).keys()]).toEqual([]);
+      expect(await setting()).toEqual(before);
+      summary.push(
+        `${DB} batched tombstones meeting an open row: UNDECIDED after ${tookMs} ms, nothing written`,
+      );
+    } finally {
+      await producer.qr.rollbackTransaction();
+      await producer.qr.release();
+      await single.destroy();
+    }
+  });
+
+  it("a duplicate is skipped, never overwritten: the producer's COMMITTED row stays as it was", async () => {
+    const [committed] = await committedRows(1);
+    const fresh = uuidv7();
+    const store = new TypeOrmTxRecordStore(checkerDs);
+    await expect(store.insertTombstones([record(committed!), record(fresh)], 1000)).resolves.toEqual({
+      kind: 'DONE',
+    });
+    const rows = await store.readStatuses([committed!, fresh]);
+    expect(rows.get(committed!)).toEqual({ status: 'COMMITTED', resolvedBy: 'PRODUCER' });
+    expect(rows.get(fresh)).toEqual({ status: 'ROLLED_BACK', resolvedBy: 'CHECK_BACK' });
+  });
+});

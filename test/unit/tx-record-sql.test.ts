@@ -11,6 +11,8 @@ function statements(sql: TxRecordSql): Record<string, Statement> {
   return {
     insert: sql.insert(record, 'ROLLED_BACK', 'CHECK_BACK'),
     selectStatus: sql.selectStatus('t'),
+    selectStatuses: sql.selectStatuses(['a', 'b', 'c']),
+    insertTombstones: sql.insertTombstones([record, { ...record, txId: 'u' }, { ...record, txId: 'v' }]),
     markConfirmed: sql.markConfirmed(['a', 'b', 'c']),
     open: scope.open,
     close: scope.close,
@@ -33,6 +35,15 @@ describe('tx_record statements', () => {
     },
   );
 
+  it('batched tombstones skip a duplicate, never overwrite it, and never hide other errors', () => {
+    const rows = [record, { ...record, txId: 'u' }];
+    expect(mysqlTxRecordSql.insertTombstones(rows).sql).toMatch(/ON DUPLICATE KEY UPDATE tx_id = tx_id$/);
+    expect(mysqlTxRecordSql.insertTombstones(rows).sql).not.toMatch(/IGNORE/);
+    expect(postgresTxRecordSql.insertTombstones(rows).sql).toMatch(/ON CONFLICT \(tx_id\) DO NOTHING$/);
+    for (const sql of [mysqlTxRecordSql, postgresTxRecordSql])
+      expect(sql.insertTombstones(rows).sql.match(/'ROLLED_BACK', 'CHECK_BACK'/g)).toHaveLength(2);
+  });
+
   it('PostgreSQL: a duplicate is skipped, never an error (it would abort the caller transaction)', () => {
     expect(postgresTxRecordSql.insert(record, 'COMMITTED', 'PRODUCER').sql).toMatch(
       /ON CONFLICT \(tx_id\) DO NOTHING RETURNING tx_id$/,
@@ -41,9 +52,10 @@ describe('tx_record statements', () => {
     expect(postgresTxRecordSql.inserted({ rows: [{ tx_id: 't' }], affected: 1 })).toBe(true);
   });
 
-  it('the lock-wait bound: whole seconds on MySQL (rounded up, at least 1), milliseconds on PostgreSQL', () => {
+  it('the lock-wait bound: whole seconds on MySQL (rounded up, at least 1; 0 is "do not wait"), milliseconds on PostgreSQL', () => {
     expect(mysqlTxRecordSql.tombstoneScope(1500).open.sql).toMatch(/innodb_lock_wait_timeout = 2$/);
-    expect(mysqlTxRecordSql.tombstoneScope(0).open.sql).toMatch(/innodb_lock_wait_timeout = 1$/);
+    expect(mysqlTxRecordSql.tombstoneScope(1).open.sql).toMatch(/innodb_lock_wait_timeout = 1$/);
+    expect(mysqlTxRecordSql.tombstoneScope(0).open.sql).toMatch(/innodb_lock_wait_timeout = 0$/);
     const pg = postgresTxRecordSql.tombstoneScope(1500);
     expect(pg.open.sql).toBe("BEGIN ISOLATION LEVEL READ COMMITTED; SET LOCAL lock_timeout = '1500ms'");
     expect(postgresTxRecordSql.tombstoneScope(0).open.sql).toMatch(/'1ms'$/);

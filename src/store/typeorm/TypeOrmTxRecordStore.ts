@@ -1,5 +1,15 @@
 import type { DataSource, EntityManager } from 'typeorm';
-import type { NewTxRecord, TombstoneOutcome, TxRecordStore, TxStatus, TxStatusReader } from '../ports';
+import type {
+  NewTxRecord,
+  TombstoneOutcome,
+  TombstonesOutcome,
+  TxRecordState,
+  TxRecordStore,
+  TxStatus,
+  TxStatusReader,
+} from '../ports';
+
+type Undecided = Extract<TombstoneOutcome, { kind: 'UNDECIDED' }>;
 import { destroyConnection, dialectFor, type Dialect, type DialectName } from './dialect';
 import { mysqlTxRecordSql } from './mysql/txRecordSql';
 import { postgresTxRecordSql } from './postgres/txRecordSql';
@@ -30,6 +40,33 @@ export class TypeOrmTxRecordStore implements TxRecordStore, TxStatusReader {
   }
 
   async insertTombstone(record: NewTxRecord, lockWaitTimeoutMs: number): Promise<TombstoneOutcome> {
+    return this.inTombstoneScope(lockWaitTimeoutMs, async (manager) =>
+      (await this.insert(manager, this.sql.insert(record, 'ROLLED_BACK', 'CHECK_BACK')))
+        ? { kind: 'INSERTED' }
+        : { kind: 'EXISTS' },
+    );
+  }
+
+  async insertTombstones(
+    records: readonly NewTxRecord[],
+    lockWaitTimeoutMs: number,
+  ): Promise<TombstonesOutcome> {
+    // In txId order, so that two instances tombstoning overlapping batches lock rows in one order.
+    const sorted = [...records].sort((a, b) => (a.txId < b.txId ? -1 : a.txId > b.txId ? 1 : 0));
+    return this.inTombstoneScope(lockWaitTimeoutMs, async (manager) => {
+      await execute(manager, this.sql.insertTombstones(sorted));
+      return { kind: 'DONE' };
+    });
+  }
+
+  /**
+   * Runs `write` on one connection inside the tombstone's scope (its own short transaction,
+   * bounded lock wait). Never throws: any error is UNDECIDED, with its classification.
+   */
+  private async inTombstoneScope<T>(
+    lockWaitTimeoutMs: number,
+    write: (manager: EntityManager) => Promise<T>,
+  ): Promise<T | Undecided> {
     const scope = this.sql.tombstoneScope(lockWaitTimeoutMs);
     const queryRunner = this.dataSource.createQueryRunner();
     let open = false;
@@ -37,13 +74,10 @@ export class TypeOrmTxRecordStore implements TxRecordStore, TxStatusReader {
       await queryRunner.connect();
       open = true;
       await run(queryRunner.manager, scope.open);
-      const inserted = await this.insert(
-        queryRunner.manager,
-        this.sql.insert(record, 'ROLLED_BACK', 'CHECK_BACK'),
-      );
+      const written = await write(queryRunner.manager);
       await run(queryRunner.manager, scope.close);
       open = false;
-      return inserted ? { kind: 'INSERTED' } : { kind: 'EXISTS' };
+      return written;
     } catch (err) {
       // End the scope (PostgreSQL: the aborted transaction and its row lock; MySQL: the session's
       // lock wait) or close the connection, so nothing of it goes back to the pool.
@@ -65,6 +99,18 @@ export class TypeOrmTxRecordStore implements TxRecordStore, TxStatusReader {
   async readStatus(txId: string): Promise<TxStatus | undefined> {
     const { rows } = await execute<{ status: TxStatus }>(this.dataSource, this.sql.selectStatus(txId));
     return rows[0]?.status;
+  }
+
+  async readStatuses(txIds: readonly string[]): Promise<Map<string, TxRecordState>> {
+    const states = new Map<string, TxRecordState>();
+    if (txIds.length === 0) return states;
+    const { rows } = await execute<{
+      tx_id: string;
+      status: TxStatus;
+      resolved_by: TxRecordState['resolvedBy'];
+    }>(this.dataSource, this.sql.selectStatuses(txIds));
+    for (const row of rows) states.set(row.tx_id.trim(), { status: row.status, resolvedBy: row.resolved_by });
+    return states;
   }
 
   /** true: inserted; false: the txId exists (committed, or committed while this INSERT waited). */

@@ -23,6 +23,24 @@ export const mysqlTxRecordSql: TxRecordSql = {
 
   selectStatus: (txId) => ({ sql: 'SELECT status FROM tx_record WHERE tx_id = ?', params: [txId] }),
 
+  selectStatuses: (txIds) => ({
+    sql: `SELECT tx_id, status, resolved_by FROM tx_record WHERE tx_id IN (${txIds.map(() => '?').join(', ')})`,
+    params: [...txIds],
+  }),
+
+  // ON DUPLICATE KEY UPDATE (a no-op) rather than INSERT IGNORE, which would also turn other
+  // errors into warnings; a duplicate waits on the producer's uncommitted row as the single
+  // INSERT does (an exclusive lock on the duplicate), then changes nothing.
+  insertTombstones(records) {
+    return {
+      sql:
+        'INSERT INTO tx_record (tx_id, status, resolved_by, producer_group, topic, event_count) VALUES ' +
+        records.map(() => "(?, 'ROLLED_BACK', 'CHECK_BACK', ?, ?, ?)").join(', ') +
+        ' ON DUPLICATE KEY UPDATE tx_id = tx_id',
+      params: records.flatMap((r) => [r.txId, r.producerGroup, r.topic, r.eventCount]),
+    };
+  },
+
   markConfirmed(txIds) {
     return {
       sql:
@@ -33,8 +51,9 @@ export const mysqlTxRecordSql: TxRecordSql = {
   },
 
   tombstoneScope(lockWaitTimeoutMs) {
-    // innodb_lock_wait_timeout is whole seconds (MariaDB treats 0 as NOWAIT): round up, at least 1.
-    const seconds = Math.max(1, Math.ceil(lockWaitTimeoutMs / 1000));
+    // innodb_lock_wait_timeout is whole seconds: round up, at least 1; 0 (the batched tombstones'
+    // "do not wait") is NOWAIT on MariaDB, and MySQL takes it as its minimum, 1 s.
+    const seconds = lockWaitTimeoutMs === 0 ? 0 : Math.max(1, Math.ceil(lockWaitTimeoutMs / 1000));
     return {
       open: {
         sql: `SET @rocketmq_tx_lock_wait = @@SESSION.innodb_lock_wait_timeout, SESSION innodb_lock_wait_timeout = ${seconds}`,

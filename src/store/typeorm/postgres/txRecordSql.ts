@@ -20,6 +20,26 @@ export const postgresTxRecordSql: TxRecordSql = {
 
   selectStatus: (txId) => ({ sql: 'SELECT status FROM tx_record WHERE tx_id = $1', params: [txId] }),
 
+  selectStatuses: (txIds) => ({
+    sql: 'SELECT tx_id, status, resolved_by FROM tx_record WHERE tx_id = ANY($1::bpchar[])',
+    params: [[...txIds]],
+  }),
+
+  insertTombstones(records) {
+    return {
+      sql:
+        'INSERT INTO tx_record (tx_id, status, resolved_by, producer_group, topic, event_count) VALUES ' +
+        records
+          .map(
+            (_, i) =>
+              `($${i * 4 + 1}, 'ROLLED_BACK', 'CHECK_BACK', $${i * 4 + 2}, $${i * 4 + 3}, $${i * 4 + 4})`,
+          )
+          .join(', ') +
+        ' ON CONFLICT (tx_id) DO NOTHING',
+      params: records.flatMap((r) => [r.txId, r.producerGroup, r.topic, r.eventCount]),
+    };
+  },
+
   markConfirmed(txIds) {
     return {
       sql:
@@ -30,8 +50,9 @@ export const postgresTxRecordSql: TxRecordSql = {
   },
 
   tombstoneScope(lockWaitTimeoutMs) {
-    // lock_timeout is milliseconds (0 disables it: at least 1). An integer, inlined: a simple
-    // query (no parameters) may hold both statements, one round trip.
+    // lock_timeout is milliseconds (0 disables it: at least 1, which is also the batched
+    // tombstones' "do not wait"). An integer, inlined: a simple query (no parameters) may hold
+    // both statements, one round trip.
     const ms = Math.max(1, Math.ceil(lockWaitTimeoutMs));
     return {
       open: { sql: `BEGIN ISOLATION LEVEL READ COMMITTED; SET LOCAL lock_timeout = '${ms}ms'`, params: [] },
