@@ -48,8 +48,10 @@ function message(messageId: string, properties: Record<string, string>): Inbound
   return { messageId, topic: 't', keys: [], properties, body: Buffer.alloc(0), deliveryAttempt: 1 };
 }
 
+/** Waits for `cond` (the observer's retry pause is a timer: polled, not counted in turns), 10 s at most. */
 const until = async (cond: () => boolean): Promise<void> => {
-  for (let i = 0; i < 1000 && !cond(); i++) await new Promise((r) => setImmediate(r));
+  const deadline = Date.now() + 10_000;
+  while (!cond() && Date.now() < deadline) await new Promise((r) => setTimeout(r, 1));
   expect(cond()).toBe(true);
 };
 
