@@ -124,11 +124,11 @@ export function sleep(ms: number): Promise<void> {
   return new Promise((resolve) => setTimeout(resolve, ms));
 }
 
-/** A `--name=<positive integer>` argument of the bench scripts, or `dflt`. */
-export function intArg(name: string, dflt: number): number {
+/** A `--name=<integer ≥ min>` argument of the bench scripts (min 1 unless given), or `dflt`. */
+export function intArg(name: string, dflt: number, min = 1): number {
   const a = process.argv.find((x) => x.startsWith(`--${name}=`));
   const n = a ? Number(a.split('=')[1]) : dflt;
-  if (!Number.isInteger(n) || n < 1)
-    throw new Error(`--${name} must be a positive integer, got ${String(n)}`);
+  if (!Number.isInteger(n) || n < min)
+    throw new Error(`--${name} must be an integer ≥ ${min}, got ${String(n)}`);
   return n;
 }
