@@ -153,7 +153,7 @@ async function main() {
     STEPS.postgres,
   );
   // The producer-kills scenario on PostgreSQL, short so CI stays bounded: the check-max-5 case only
-  // (the shared broker; the check-max-1 broker is not started), with KILL_TEST_KILLS kills (8).
+  // (the shared broker; the check-max-1 broker is not started), with KILL_TEST_KILLS kills (6).
   const kills = runJest(
     [
       '--runInBand',
@@ -165,7 +165,7 @@ async function main() {
       '--testNamePattern',
       'check max 5',
     ],
-    { ...process.env, ROCKETMQ_TX_DB_URL: pgUrl, KILL_TEST_KILLS: process.env.KILL_TEST_PG_KILLS || '8' },
+    { ...process.env, ROCKETMQ_TX_DB_URL: pgUrl, KILL_TEST_KILLS: process.env.KILL_TEST_PG_KILLS || '6' },
     STEPS.kills,
   );
   // One line per step at the very end, so a truncated CI log still says which step failed.

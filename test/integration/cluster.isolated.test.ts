@@ -11,13 +11,25 @@
  *   resolved by the surviving instances after it returns (or republished by their discard
  *   recovery).
  * - The proxy SIGKILLed and restarted mid-load: the same.
+ * - Another service publishing the same topic is asked about a service's half messages: it
+ *   answers UNKNOWN (wrong-service guard), never fences; the broker discards them after its
+ *   check maximum, the relay republishes them and an IdempotentConsumer applies each once.
  */
 import * as fs from 'node:fs';
 import * as path from 'node:path';
-import { uuidv7 } from '../../src';
-import { ensureSchema, openDataSource } from '../helpers/db';
+import {
+  IdempotentConsumer,
+  TransactionResolution,
+  defineEvent,
+  on,
+  uuidv7,
+  type CheckBackOutcome,
+} from '../../src';
+import { ensureSchema, openDataSource, txRecord } from '../helpers/db';
+import { waitFor } from '../helpers/env';
 import { runKillScenario, type KillReport, type KillScenarioOptions } from '../helpers/killScenario';
 import { makeProducer } from '../helpers/producer';
+import { makeRelay } from '../helpers/relay';
 import { withEnv } from '../helpers/withEnv';
 
 import * as rocketmq from '../../scripts/rocketmq';
@@ -30,6 +42,19 @@ const CLUSTER_ENV: Record<string, string> = {
 };
 const inCluster = <T>(fn: () => Promise<T>): Promise<T> => withEnv(CLUSTER_ENV, fn);
 const KILLS = Number(process.env.CLUSTER_TEST_KILLS ?? 3);
+
+const ClusterItem = defineEvent<{ n: number }>({
+  eventType: 'ClusterItem',
+  eventVersion: 1,
+  aggregateType: 'Cart',
+});
+
+function tally(outcomes: readonly CheckBackOutcome[]): Record<string, number> {
+  const t: Record<string, number> = {};
+  for (const o of outcomes)
+    t[`${o.resolution}/${o.decidedBy}`] = (t[`${o.resolution}/${o.decidedBy}`] ?? 0) + 1;
+  return t;
+}
 
 function print(title: string, r: KillReport): void {
   console.log(
@@ -123,6 +148,110 @@ describe('a two-broker cluster behind a Cluster-mode proxy', () => {
     const s = await inCluster(() => rocketmq.start({ quiet: true, timeoutMs: 180_000 }));
     console.log(`[cluster] ${component} back in ${((s.ms ?? 0) / 1000).toFixed(1)} s`);
   }
+
+  it("another service's half messages: the other service on the topic answers UNKNOWN, never fences; discarded after the check maximum, the relay republishes them and an IdempotentConsumer applies each once", async () => {
+    const topic = 'rmqtx_tx_20';
+    const run = Date.now().toString(36);
+    const tag = `run_${run}`;
+    const ds = await openDataSource({ poolSize: 12 });
+    await ensureSchema(ds);
+    const outcomesB: CheckBackOutcome[] = [];
+    // Service B publishes the same topic and runs throughout: the proxy may ask it about A's halves.
+    const b = makeProducer(ds, {
+      endpoints,
+      topics: [topic],
+      producerGroup: `cluster_svc_b_${run}`,
+      checkBack: { onResolved: (o) => outcomesB.push(o) },
+    });
+    // Service A: its transactions commit, their EndTransaction is lost, A answers its checks
+    // UNKNOWN and then is gone: nobody may decide its half messages, the broker discards them.
+    const a = makeProducer(
+      ds,
+      {
+        endpoints,
+        topics: [topic],
+        producerGroup: `cluster_svc_a_${run}`,
+        discardRecovery: false,
+        checkBack: { resolverScope: 'all', resolver: { resolve: async () => TransactionResolution.UNKNOWN } },
+      },
+      {
+        beforeEnd: async () => {
+          throw new Error('EndTransaction dropped by the test');
+        },
+      },
+    );
+    const applied: string[] = [];
+    const consumer = new IdempotentConsumer({
+      endpoints,
+      dataSource: ds,
+      consumerGroup: `cluster_inbox_${run}`,
+      subscriptions: [{ topic, tag }],
+      handlers: [on(ClusterItem, async (event) => void applied.push(event.eventId))],
+      startTimeoutMs: 30_000,
+    });
+    const { relay } = makeRelay(
+      ds,
+      {
+        endpoints,
+        topics: [topic],
+        transactionTopics: [topic],
+        discardHorizonMs: 15_000,
+        reconcileIntervalMs: 500,
+      },
+      // The relay reads no tx_record here (answers UNKNOWN), so the broker really discards.
+      { checkBackUnknown: true },
+    );
+    try {
+      await Promise.all([b.start(), a.start(), consumer.start()]);
+      const txIds: string[] = [];
+      const eventIds: string[] = [];
+      for (let v = 1; v <= 5; v++) {
+        const event = ClusterItem.create({ aggregateId: `cart-${run}`, aggregateVersion: v, data: { n: v } });
+        const r = await a.transact({ topic, event, tag }, async () => undefined);
+        txIds.push(r.txId);
+        eventIds.push(...r.eventIds);
+      }
+      await a.shutdown();
+      const aboutA = () => outcomesB.filter((o) => o.txId !== undefined && txIds.includes(o.txId));
+      await waitFor(() => aboutA().length >= 1, {
+        timeoutMs: 60_000,
+        description: "service B asked about one of A's half messages",
+      });
+      await relay.start();
+      await waitFor(() => eventIds.every((id) => applied.includes(id)), {
+        timeoutMs: 120_000,
+        description: 'every discarded event republished by the relay and applied',
+      });
+      // A marker published after them through the relay: once it is applied, a second copy of
+      // any earlier event would have been delivered too.
+      const marker = ClusterItem.create({ aggregateId: `cart-${run}`, aggregateVersion: 6, data: { n: 6 } });
+      const m = await b.transact({ topic, event: marker, tag }, async () => undefined, {
+        delivery: 'outbox',
+      });
+      await waitFor(() => applied.includes(m.eventIds[0]!), {
+        timeoutMs: 60_000,
+        description: 'marker applied',
+      });
+      console.log(
+        `other service + discarding broker: B answered ${aboutA().length} checks about A's ${txIds.length} ` +
+          `transactions (${JSON.stringify(tally(aboutA()))}); relay republished ${relay.stats.republished}; ` +
+          `consumer applied ${applied.length}, stats ${JSON.stringify(consumer.stats)}`,
+      );
+      expect(aboutA().every((o) => o.resolution === 'UNKNOWN' && o.decidedBy === 'foreign_origin')).toBe(
+        true,
+      );
+      for (const txId of txIds)
+        expect(await txRecord(ds, txId)).toMatchObject({ status: 'COMMITTED', resolved_by: 'PRODUCER' });
+      for (const id of eventIds) expect(applied.filter((x) => x === id)).toHaveLength(1);
+      expect(relay.stats.republished).toBeGreaterThanOrEqual(eventIds.length);
+    } finally {
+      await relay.shutdown().catch(() => undefined);
+      await consumer.shutdown().catch(() => undefined);
+      await a.shutdown().catch(() => undefined);
+      await b.shutdown().catch(() => undefined);
+      await ds.destroy();
+    }
+  }, 300_000);
 
   it(`broker-b SIGKILLed under load from three producer processes (confirmBy 'delivery'), then restarted (${KILLS} producer kills): nothing lost, nothing invented`, async () => {
     await faultUnderLoad('broker-b killed', {
