@@ -30,6 +30,19 @@ const TOPIC = 'rmqtx_fence_contract';
 /** Long enough for a waiting tombstone INSERT to be seen before the producer ends its transaction. */
 const LONG_WAIT_MS = 5000;
 
+/** A check-back of ours for txId, as the gateway hands it to the fence. */
+const message = (txId: string): CheckBackMessage => ({
+  messageId: `m-${txId}`,
+  topic: TOPIC,
+  keys: [],
+  properties: {},
+  body: Buffer.from('x'),
+  txId,
+  origin: GROUP,
+});
+
+const record = (txId: string): NewTxRecord => ({ txId, producerGroup: GROUP, topic: TOPIC, eventCount: 1 });
+
 /** Per-database observation of the server (not SDK behaviour): who waits, the session settings. */
 const server = {
   /** The session id of a connection. */
@@ -109,18 +122,6 @@ describe(`check-back fence (${DB})`, () => {
     await producerDs?.destroy();
     console.log(summary.join('\n'));
   });
-
-  const message = (txId: string): CheckBackMessage => ({
-    messageId: `m-${txId}`,
-    topic: TOPIC,
-    keys: [],
-    properties: {},
-    body: Buffer.from('x'),
-    txId,
-    origin: GROUP,
-  });
-
-  const record = (txId: string): NewTxRecord => ({ txId, producerGroup: GROUP, topic: TOPIC, eventCount: 1 });
 
   /** A producer transaction holding its tx_record row, as TransactionalProducer opens it. */
   async function openProducerTx(
@@ -409,16 +410,6 @@ describe(`check-back fence, batched for a storm (${DB})`, () => {
     await producerDs?.destroy();
   });
 
-  const record = (txId: string): NewTxRecord => ({ txId, producerGroup: GROUP, topic: TOPIC, eventCount: 1 });
-  const message = (txId: string): CheckBackMessage => ({
-    messageId: `m-${txId}`,
-    topic: TOPIC,
-    keys: [],
-    properties: {},
-    body: Buffer.from('x'),
-    txId,
-    origin: GROUP,
-  });
   const batching = (store: CountingStore) =>
     new TxRecordResolver(store, {
       producerGroup: GROUP,
