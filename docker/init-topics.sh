@@ -12,16 +12,21 @@ MQADMIN="sh ${ROCKETMQ_HOME:-/home/rocketmq/rocketmq-5.3.3}/bin/mqadmin"
 FAILED=/tmp/init-topics.failed
 rm -f "$FAILED"
 
-echo "init-topics: waiting for a broker of $CLUSTER in namesrv $NAMESRV ..."
+# BROKERS: the broker names that must be registered before the topics are created on the cluster
+# (updateTopic -c creates a topic on the brokers registered at that moment).
+BROKERS=${BROKERS:-broker-a}
+echo "init-topics: waiting for $BROKERS of $CLUSTER in namesrv $NAMESRV ..."
 start=$(date +%s)
-until $MQADMIN clusterList -n "$NAMESRV" 2>/dev/null | grep -q "^$CLUSTER .*broker-a"; do
-  if [ $(($(date +%s) - start)) -ge "$TIMEOUT" ]; then
-    echo "init-topics: no broker registered after ${TIMEOUT}s" >&2
-    exit 1
-  fi
-  sleep 2
+for broker in $BROKERS; do
+  until $MQADMIN clusterList -n "$NAMESRV" 2>/dev/null | grep -q "^$CLUSTER .*$broker"; do
+    if [ $(($(date +%s) - start)) -ge "$TIMEOUT" ]; then
+      echo "init-topics: $broker not registered after ${TIMEOUT}s" >&2
+      exit 1
+    fi
+    sleep 2
+  done
 done
-echo "init-topics: broker registered after $(($(date +%s) - start))s"
+echo "init-topics: $BROKERS registered after $(($(date +%s) - start))s"
 
 # One topic per line in topics.json: { "name": "X", "type": "Y" }
 topics=$(sed -n 's/.*"name": *"\([^"]*\)", *"type": *"\([A-Z]*\)".*/\1=\2/p' "$TOPICS_FILE")
