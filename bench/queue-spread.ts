@@ -3,7 +3,8 @@
  * rocketmq-client-nodejs only ever writes queue 0 of each broker; the lean transport writes every
  * writable queue. For each transport an OutboxRelay publishes `--events` events to its own
  * NORMAL topic while the consumer group is registered but stopped; then an IdempotentConsumer
- * (concurrency `--concurrency`) drains that backlog and the drain is timed. Rounds alternate the
+ * (concurrency `--concurrency`) drains that backlog and the drain is timed, after a raw
+ * SimpleConsumer loop (bench/lib/collector.ts, another group) drained the same backlog. Rounds alternate the
  * transports. Reports the queues written per broker (mqadmin topicStatus) and events/s.
  *
  *   ROCKETMQ_TX_CLUSTER=2 ROCKETMQ_TX_PORT_OFFSET=2500 npm run rocketmq:start
@@ -18,6 +19,7 @@ import { performance } from 'node:perf_hooks';
 import type { DataSource } from 'typeorm';
 import { IdempotentConsumer, OutboxRelay, on } from '../src';
 import { ENDPOINTS, intArg, openBenchDataSource, prepareBenchDatabase, quietLogger, sleep } from './lib/env';
+import { Collector } from './lib/collector';
 import { BenchEvent, writeNewOutboxRows } from './lib/outboxRows';
 import { fmt, markdownTable } from './lib/stats';
 import { machineDescription } from './lib/system';
@@ -37,6 +39,8 @@ interface Drain {
   events: number;
   eventsPerSec: number;
   elapsedMs: number;
+  /** The same backlog drained by a raw SimpleConsumer loop (4 receives of 32 in flight, acks awaited). */
+  rawEventsPerSec: number;
 }
 
 async function until(cond: () => boolean, timeoutMs: number): Promise<void> {
@@ -75,8 +79,9 @@ async function drainOnce(
   await sleep(3000);
   await register.shutdown();
 
+  const raw = await new Collector(topic, tag, `rmqtx_bench_spread_raw_${tag}`).start();
   const before = await offsets(topic);
-  await writeNewOutboxRows(ds, topic, tag, `${tag}-`, o.events);
+  const keys = await writeNewOutboxRows(ds, topic, tag, `${tag}-`, o.events);
   const relay = new OutboxRelay({
     endpoints: ENDPOINTS,
     dataSource: ds,
@@ -100,6 +105,11 @@ async function drainOnce(
     }
   }
 
+  const drained = await raw.drain(keys, [], 300_000);
+  const rawMs = drained.allArrivedMs;
+  await raw.stop();
+  if (drained.missing.length > 0) throw new Error(`raw drain missed ${drained.missing.length} events`);
+
   const c = consumer();
   const t0 = performance.now();
   await c.start();
@@ -113,6 +123,7 @@ async function drainOnce(
     events: handled,
     eventsPerSec: (handled * 1000) / elapsedMs,
     elapsedMs,
+    rawEventsPerSec: (drained.received * 1000) / rawMs,
   };
 }
 
@@ -133,7 +144,8 @@ async function main(): Promise<void> {
         drains.push(d);
         console.log(
           `[spread] round ${round} ${transport}: queues written ${JSON.stringify(d.queuesWritten)}, ` +
-            `${d.events} events drained in ${fmt(d.elapsedMs, 0)} ms = ${fmt(d.eventsPerSec, 0)}/s`,
+            `${d.events} events drained in ${fmt(d.elapsedMs, 0)} ms = ${fmt(d.eventsPerSec, 0)}/s ` +
+            `(raw SimpleConsumer loop ${fmt(d.rawEventsPerSec, 0)}/s)`,
         );
       }
     }
@@ -146,7 +158,15 @@ async function main(): Promise<void> {
     return of('lean') / of('official');
   });
   const table = markdownTable(
-    ['round', 'transport (queues written)', 'queues written per broker', 'events', 'drain ms', 'events/s'],
+    [
+      'round',
+      'transport (queues written)',
+      'queues written per broker',
+      'events',
+      'drain ms',
+      'IdempotentConsumer events/s',
+      'raw loop events/s',
+    ],
     drains.map((d) => [
       String(d.round),
       d.transport === 'lean' ? 'lean (every queue)' : 'official (queue 0)',
@@ -154,6 +174,7 @@ async function main(): Promise<void> {
       String(d.events),
       fmt(d.elapsedMs, 0),
       fmt(d.eventsPerSec, 0),
+      fmt(d.rawEventsPerSec, 0),
     ]),
   );
   const md =

@@ -16,6 +16,8 @@ export interface DrainReport {
   /** Deliveries of a key already seen (at-least-once redeliveries). */
   duplicates: number;
   elapsedMs: number;
+  /** When the last expected key arrived, ms after the drain started (before the straggler round). */
+  allArrivedMs: number;
 }
 
 export class Collector {
@@ -93,6 +95,7 @@ export class Collector {
       await Promise.all(Array.from({ length: loops }, () => this.receiveOnce(200)));
       outstanding = outstanding.filter((k) => !this.seen.has(k));
     }
+    const allArrivedMs = Date.now() - start;
     // Rolled-back messages would arrive among the others; one more round catches stragglers.
     await Promise.all(Array.from({ length: loops }, () => this.receiveOnce(200)));
     const forbiddenSeen = [...forbidden].filter((k) => this.seen.has(k));
@@ -104,6 +107,7 @@ export class Collector {
       forbidden: forbiddenSeen.slice(0, 20),
       duplicates: this.duplicates,
       elapsedMs: Date.now() - start,
+      allArrivedMs,
     };
   }
 

@@ -11,7 +11,8 @@
  *   resolved by the surviving instances after it returns (or republished by their discard
  *   recovery).
  * - The proxy SIGKILLed and restarted mid-load: the same.
- * - Another service publishing the same topic is asked about a service's half messages: it
+ * - Another service publishing the same topic is asked about a service's half messages (while
+ *   that service, which answers UNKNOWN, is up too): it
  *   answers UNKNOWN (wrong-service guard), never fences; the broker discards them after its
  *   check maximum, the relay republishes them and an IdempotentConsumer applies each once.
  */
@@ -163,8 +164,10 @@ describe('a two-broker cluster behind a Cluster-mode proxy', () => {
       producerGroup: `cluster_svc_b_${run}`,
       checkBack: { onResolved: (o) => outcomesB.push(o) },
     });
-    // Service A: its transactions commit, their EndTransaction is lost, A answers its checks
-    // UNKNOWN and then is gone: nobody may decide its half messages, the broker discards them.
+    // Service A: its transactions commit, their EndTransaction is lost and A answers its checks
+    // UNKNOWN: nobody decides its half messages, the broker discards them. A stays up until B
+    // has been asked (a client that just shut down can keep its place at the proxy for a while,
+    // and checks sent there are lost: B might never be asked), then goes.
     const a = makeProducer(
       ds,
       {
@@ -211,12 +214,12 @@ describe('a two-broker cluster behind a Cluster-mode proxy', () => {
         txIds.push(r.txId);
         eventIds.push(...r.eventIds);
       }
-      await a.shutdown();
       const aboutA = () => outcomesB.filter((o) => o.txId !== undefined && txIds.includes(o.txId));
       await waitFor(() => aboutA().length >= 1, {
         timeoutMs: 60_000,
         description: "service B asked about one of A's half messages",
       });
+      await a.shutdown();
       await relay.start();
       await waitFor(() => eventIds.every((id) => applied.includes(id)), {
         timeoutMs: 120_000,
