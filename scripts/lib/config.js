@@ -115,6 +115,11 @@ function proxyJson(ctx) {
         topicRouteServiceCacheRefreshSeconds: 2,
         // No periodic jstack dumps into the proxy log.
         enablePrintJstack: false,
+        // Cluster mode: the proxy tells the brokers which producers of a topic can answer
+        // check-backs only on this period (default 20 s); a check before that finds no channel
+        // ("channel is null") and is lost. With the test broker's 5 checks 2 s apart, a new
+        // producer's half messages were discarded unchecked. Test timing, like the broker's.
+        ...(ctx.brokerProcesses ? { transactionHeartbeatPeriodSecond: 1 } : {}),
         ...security.proxyAuthEntries(ctx.security, ctx.tlsFiles),
       },
       null,
