@@ -264,7 +264,7 @@ export interface FenceBatching {
 }
 
 /** The batching limits, checked (InvalidOptionError naming the bad value). */
-function validBatching(b: FenceBatching): FenceBatching {
+function validBatching(b: FenceBatching): Required<FenceBatching> {
   return {
     concurrency: optionalInt('batching.concurrency', b.concurrency, 4, 1, 256),
     maxQueued: optionalInt('batching.maxQueued', b.maxQueued, 256, 0, 100_000),
@@ -289,15 +289,12 @@ class FenceQueue {
   private running = 0;
   private runningAlone = 0;
   private scheduled = false;
-  private readonly maxBatch: number;
 
   constructor(
     private readonly store: BatchPrimitives,
     private readonly lockWaitTimeoutMs: number,
-    private readonly limits: FenceBatching,
-  ) {
-    this.maxBatch = limits.maxBatch ?? 100;
-  }
+    private readonly limits: Required<FenceBatching>,
+  ) {}
 
   decide(record: NewTxRecord): Promise<FenceAnswer> {
     const free = Math.max(0, this.limits.concurrency - this.running);
@@ -323,11 +320,11 @@ class FenceQueue {
     const aloneSlots = Math.max(1, this.limits.concurrency - 1);
     while (this.running < this.limits.concurrency) {
       const one = this.runningAlone < aloneSlots ? this.alone.shift() : undefined;
-      const batch = one ? [one] : this.waiting.splice(0, this.maxBatch);
+      const batch = one ? [one] : this.waiting.splice(0, this.limits.maxBatch);
       if (batch.length === 0) return;
       this.running++;
       if (one) this.runningAlone++;
-      void this.run(batch, one !== undefined).finally(() => {
+      void this.run(batch).finally(() => {
         this.running--;
         if (one) this.runningAlone--;
         this.pump();
@@ -335,9 +332,10 @@ class FenceQueue {
     }
   }
 
-  private async run(batch: Waiting[], alone: boolean): Promise<void> {
+  /** A batch of one (a check alone, or one a batch left undecided) takes decide(), the single path. */
+  private async run(batch: Waiting[]): Promise<void> {
     const { store, lockWaitTimeoutMs } = this;
-    if (alone || batch.length === 1) {
+    if (batch.length === 1) {
       const [{ record, resolve }] = batch as [Waiting];
       resolve(await decide(store, record.txId, { store, record, lockWaitTimeoutMs }));
       return;
