@@ -1,7 +1,18 @@
 import { SimpleConsumer } from 'rocketmq-client-nodejs';
 import type { MessageView } from 'rocketmq-client-nodejs';
-import { ForwardMessageToDeadLetterQueueRequest } from 'rocketmq-client-nodejs/proto/apache/rocketmq/v2/service_pb';
-import { Resource } from 'rocketmq-client-nodejs/proto/apache/rocketmq/v2/definition_pb';
+import { FilterExpression } from 'rocketmq-client-nodejs/dist/consumer/FilterExpression';
+import type { MessageQueue } from 'rocketmq-client-nodejs/dist/route/MessageQueue';
+import type { TopicRouteData } from 'rocketmq-client-nodejs/dist/route/TopicRouteData';
+import {
+  AckMessageRequest,
+  ForwardMessageToDeadLetterQueueRequest,
+} from 'rocketmq-client-nodejs/proto/apache/rocketmq/v2/service_pb';
+import {
+  Permission,
+  Resource,
+  type Status,
+} from 'rocketmq-client-nodejs/proto/apache/rocketmq/v2/definition_pb';
+import type { ReceiveMessageRequest } from 'rocketmq-client-nodejs/proto/apache/rocketmq/v2/service_pb';
 import { BrokerUnavailableError } from '../errors';
 import { errorFields, type Logger } from '../util/logger';
 import { withTimeout } from '../util/time';
@@ -10,12 +21,39 @@ import { useCustomCa } from './tls';
 import { clientLogger } from './clientLogger';
 import { sessionCredentials } from './credentials';
 import type { ConsumerGateway, ConsumerGatewayConfig, InboundMessage } from './consumerGateway';
+import { AckBatcher } from './ackBatcher';
+import { ReceiveLanes } from './receiveLanes';
+
+const OK = 20000;
 
 interface ClientInbound extends InboundMessage {
   readonly view: MessageView;
 }
 
 type SettingsListener = (endpoints: unknown, settings: { getBackoffPolicy(): unknown }) => void;
+
+/** The SimpleConsumer's protected calls a receive on a chosen queue needs (1.0.x). */
+interface ReceiveCalls {
+  getRouteData(topic: string): Promise<TopicRouteData>;
+  wrapReceiveMessageRequest(
+    batchSize: number,
+    mq: MessageQueue,
+    filterExpression: FilterExpression,
+    invisibleDuration: number,
+    longPollingTimeout: number,
+  ): ReceiveMessageRequest;
+  receiveMessage(
+    request: ReceiveMessageRequest,
+    mq: MessageQueue,
+    awaitDuration: number,
+  ): Promise<MessageView[]>;
+}
+
+interface Lane {
+  readonly key: string;
+  readonly mq: MessageQueue;
+  readonly filter: FilterExpression;
+}
 
 /**
  * ConsumerGateway over the client's SimpleConsumer. Why not its PushConsumer (1.0.8): it
@@ -27,11 +65,19 @@ export class RocketMqConsumerGateway implements ConsumerGateway {
   /** Built on first use (start()), as RocketMqGateway's client: its constructor starts a timer. */
   private built: SimpleConsumer | undefined;
   private maxAttempts: number | undefined;
+  /** Acks of one topic on one proxy share an AckMessageRequest (the official ack sends one each). */
+  private readonly acks = new AckBatcher<MessageView>((_key, views) => this.sendAcks(views));
+  private readonly lanes = new ReceiveLanes();
+  private readonly filters: ReadonlyMap<string, FilterExpression>;
 
   constructor(
     private readonly config: ConsumerGatewayConfig,
     private readonly logger: Logger,
-  ) {}
+  ) {
+    this.filters = new Map(
+      [...config.subscriptions].map(([topic, tag]) => [topic, new FilterExpression(tag)]),
+    );
+  }
 
   private get consumer(): SimpleConsumer {
     return (this.built ??= this.build());
@@ -74,13 +120,71 @@ export class RocketMqConsumerGateway implements ConsumerGateway {
     }
   }
 
+  /**
+   * Long-polls the lane (topic x broker) with the fewest receives open; the request is the one
+   * the client's own receive() builds for the queue it picks (ReceiveLanes says why not its
+   * round-robin).
+   */
   async receive(max: number): Promise<InboundMessage[]> {
-    const views = await this.consumer.receive(max, this.config.invisibleDurationMs);
+    const client = this.consumer as unknown as ReceiveCalls;
+    const candidates: Lane[] = [];
+    for (const [topic, filter] of this.filters) {
+      const route = await client.getRouteData(topic);
+      for (const mq of readableQueues(route))
+        candidates.push({ key: `${topic}\n${mq.broker.name}`, mq, filter });
+    }
+    const lane = this.lanes.pick(candidates);
+    if (lane === undefined)
+      throw new BrokerUnavailableError(`no readable queue for ${[...this.filters.keys()].join(', ')}`);
+    const { invisibleDurationMs, longPollingMs } = this.config;
+    const views = await this.lanes.within(lane.key, () =>
+      client.receiveMessage(
+        client.wrapReceiveMessageRequest(max, lane.mq, lane.filter, invisibleDurationMs, longPollingMs),
+        lane.mq,
+        longPollingMs,
+      ),
+    );
     return views.map((view) => toInbound(view));
   }
 
-  async ack(message: InboundMessage): Promise<void> {
-    await this.consumer.ack((message as ClientInbound).view);
+  ack(message: InboundMessage): Promise<void> {
+    const view = (message as ClientInbound).view;
+    return this.acks.add(`${view.endpoints.facade}\n${view.topic}`, view);
+  }
+
+  /** One AckMessageRequest for acks of one topic on one proxy; each entry's own status decides. */
+  private async sendAcks(views: readonly MessageView[]): Promise<Array<Error | undefined>> {
+    const first = views[0]!;
+    // The same resources as the official ack (the namespace travels in the request headers).
+    const request = new AckMessageRequest()
+      .setGroup(new Resource().setName(this.config.consumerGroup))
+      .setTopic(new Resource().setName(first.topic));
+    for (const view of views) {
+      request.addEntries().setMessageId(view.messageId).setReceiptHandle(view.receiptHandle);
+    }
+    const response = await this.consumer.ackMessageViaRpc(
+      first.endpoints,
+      request,
+      this.config.requestTimeoutMs,
+    );
+    const status = response.getStatus()?.toObject();
+    const byHandle = new Map<string, Status.AsObject | undefined>();
+    const byId = new Map<string, Status.AsObject | undefined>();
+    for (const entry of response.getEntriesList()) {
+      const s = entry.getStatus()?.toObject();
+      byHandle.set(entry.getReceiptHandle(), s);
+      byId.set(entry.getMessageId(), s);
+    }
+    // Per entry when the proxy reports entries (MULTIPLE_RESULTS when some failed); the
+    // response's status (OK only when every entry was acked) otherwise.
+    return views.map((view) => {
+      const s = byHandle.get(view.receiptHandle) ?? byId.get(view.messageId) ?? status;
+      return s?.code === OK
+        ? undefined
+        : new BrokerUnavailableError(
+            `proxy refused to ack message ${view.messageId}: ${s ? `${s.code} ${s.message}` : 'no status'}`,
+          );
+    });
   }
 
   async retryLater(message: InboundMessage, delayMs: number): Promise<void> {
@@ -102,7 +206,7 @@ export class RocketMqConsumerGateway implements ConsumerGateway {
       this.config.requestTimeoutMs,
     );
     const status = response.getStatus()?.toObject();
-    if (!status || status.code !== 20000) {
+    if (!status || status.code !== OK) {
       throw new BrokerUnavailableError(
         `proxy refused to dead-letter message ${view.messageId}: ${status ? `${status.code} ${status.message}` : 'no status'}`,
       );
@@ -139,6 +243,14 @@ export class RocketMqConsumerGateway implements ConsumerGateway {
       original(endpoints, settings);
     };
   }
+}
+
+/** The queues the client's own receive() chooses from: queue 0 of each broker, readable. */
+function readableQueues(route: TopicRouteData): MessageQueue[] {
+  return route.messageQueues.filter(
+    (mq) =>
+      mq.queueId === 0 && (mq.permission === Permission.READ || mq.permission === Permission.READ_WRITE),
+  );
 }
 
 function resource(namespace: string, name: string): Resource {
