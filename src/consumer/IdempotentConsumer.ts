@@ -1,6 +1,5 @@
 import { notInitialized } from '../util/clientOptions';
 import { InFlight, Lifecycle, callHook } from '../lifecycle/Lifecycle';
-import { retryDelay } from '../util/retryPolicy';
 import type { ConsumerGateway, ConsumerGatewayConfig, InboundMessage } from '../broker/consumerGateway';
 import { RocketMqConsumerGateway } from '../broker/RocketMqConsumerGateway';
 import { connectionFields } from '../broker/gateway';
@@ -12,29 +11,13 @@ import {
   type IdempotentConsumerOptions,
   type ResolvedConsumerOptions,
 } from './options';
-import { ACKED_KINDS, type ConsumeOutcome } from './outcome';
+import type { ConsumeOutcome } from './outcome';
+import { Settler, countDecision, newConsumerStats, type ConsumerStats } from './settle';
 import { ReceiveSlots } from './ReceiveSlots';
 import { storesFor } from '../store';
 import { ATTACH_OBSERVER, Observers, elapsedMs, type TxObserver } from '../observability/observer';
 
-export interface ConsumerStats {
-  received: number;
-  applied: number;
-  duplicates: number;
-  stale: number;
-  ignored: number;
-  gapsHeld: number;
-  gapsAccepted: number;
-  malformed: number;
-  unhandled: number;
-  handlerFailures: number;
-  storeFailures: number;
-  /** Messages this consumer moved to %DLQ%<group> (malformed, or past the max delivery attempts). */
-  deadLettered: number;
-  /** Settle calls (ack, redeliver, dead-letter) the proxy did not accept; the broker redelivers. */
-  settleFailures: number;
-  receiveFailures: number;
-}
+export type { ConsumerStats } from './settle';
 
 /** @internal Seams for unit tests: a fake broker and store. */
 export interface ConsumerInternals {
@@ -43,8 +26,29 @@ export interface ConsumerInternals {
 }
 
 const RECEIVE_FAILURE_BACKOFF_MS = 1000;
-const CONFLICT_RETRY_MS = 1000;
+/** How long past longPollingMs shutdown waits for an open receive to return. */
+const POLL_RETURN_MARGIN_MS = 1000;
 const MAX_BATCH = 32;
+/** Slots per receive loop below which a subscription keeps a single loop. */
+const SLOTS_PER_LOOP = 8;
+const MAX_LOOPS_PER_SUBSCRIPTION = 4;
+
+/**
+ * How a subscription receives: `loops` receives in flight, each asking for up to `batch`
+ * messages once at least `minBatch` slots are free. Several loops keep a receive open while the
+ * others' messages are handled; the low-water mark makes a busy consumer fetch batches (one pop
+ * on the broker for many messages) instead of one message per freed slot.
+ * @internal
+ */
+export function receivePlan(
+  concurrency: number,
+  subscriptions: number,
+): { loops: number; batch: number; minBatch: number } {
+  const budget = Math.max(1, Math.floor(concurrency / subscriptions));
+  const loops = Math.max(1, Math.min(MAX_LOOPS_PER_SUBSCRIPTION, Math.floor(budget / SLOTS_PER_LOOP)));
+  const batch = Math.max(1, Math.min(MAX_BATCH, Math.floor(budget / loops)));
+  return { loops, batch, minBatch: Math.ceil(batch / 2) };
+}
 
 /**
  * Applies each event once and in aggregateVersion order per aggregate: consumed_event,
@@ -60,23 +64,10 @@ export class IdempotentConsumer {
   private readonly logger: Logger;
   private readonly lifecycle: Lifecycle;
   private readonly handling = new InFlight();
+  private readonly receiving = new InFlight();
   private readonly observers = new Observers();
-  private readonly counters: ConsumerStats = {
-    received: 0,
-    applied: 0,
-    duplicates: 0,
-    stale: 0,
-    ignored: 0,
-    gapsHeld: 0,
-    gapsAccepted: 0,
-    malformed: 0,
-    unhandled: 0,
-    handlerFailures: 0,
-    storeFailures: 0,
-    deadLettered: 0,
-    settleFailures: 0,
-    receiveFailures: 0,
-  };
+  private readonly counters: ConsumerStats = newConsumerStats();
+  private readonly settler: Settler;
 
   constructor(options: IdempotentConsumerOptions);
   /** @internal */
@@ -102,6 +93,7 @@ export class IdempotentConsumer {
       invisibleDurationMs: o.invisibleDurationMs,
     };
     this.gateway = (internals.gateway ?? ((c, l) => new RocketMqConsumerGateway(c, l)))(config, o.logger);
+    this.settler = new Settler(this.gateway, this.store, o.retry, o.logger, this.counters);
     this.lifecycle = new Lifecycle(
       {
         component: 'consumer',
@@ -113,20 +105,37 @@ export class IdempotentConsumer {
         precondition: () => (o.dataSource.isInitialized ? undefined : notInitialized()),
         open: () => this.gateway.start(),
         onRunning: () => {
-          // One receive loop per subscription, so a quiet topic's long poll does not delay another.
-          for (let i = 0; i < o.subscriptions.size; i++) void this.receiveLoop();
+          // Receive loops per subscription, so a quiet topic's long poll does not delay another.
+          const plan = receivePlan(o.concurrency, o.subscriptions.size);
+          for (let i = 0; i < o.subscriptions.size * plan.loops; i++) void this.receiveLoop(plan);
           this.logger.info(
             { consumerGroup: o.consumerGroup, topics: [...o.subscriptions.keys()] },
             'idempotent consumer started',
           );
         },
         onStopping: () => this.slots.close(),
-        drain: (deadline) =>
-          deadline.within(
+        drain: async (deadline) => {
+          // Open long polls are let return (they end within longPollingMs): a cancelled one is
+          // still served by the proxy, which pops what arrives and nacks it into the broker's
+          // revive path (on 5.3.3: held back past a minute, or delivered twice). One that has not
+          // returned a second after that (a broker gone) is not waited for.
+          const cap = this.options.longPollingMs + POLL_RETURN_MARGIN_MS;
+          await deadline.within(
+            Promise.race([
+              this.receiving.idle(),
+              sleep(cap).then(() => {
+                throw new Error(`${this.receiving.size} receives still open after ${cap} ms`);
+              }),
+            ]),
+            'open receives did not return in time; what they take is redelivered after invisibleDurationMs',
+            () => ({ receiving: this.receiving.size }),
+          );
+          return deadline.within(
             this.handling.idle(),
             'shutdown did not drain in time; unsettled messages will be redelivered',
             () => ({ pending: this.handling.size }),
-          ),
+          );
+        },
         close: () => this.gateway.shutdown(),
       },
     );
@@ -152,44 +161,52 @@ export class IdempotentConsumer {
   }
 
   /**
-   * Stops receiving, lets in-flight handlers finish and settle, then closes the client; all of it
+   * Stops receiving, lets the long polls already open return (at most longPollingMs) and handles
+   * what they bring, lets in-flight handlers finish and settle, then closes the client; all of it
    * within one shutdownTimeoutMs budget. Every call gets the same promise. Never rejects.
-   * Messages of a long poll still open at that moment stay invisible for invisibleDurationMs and
-   * are then redelivered.
+   * Messages still unsettled when the budget ends are redelivered after invisibleDurationMs.
    */
   shutdown(): Promise<void> {
     return this.lifecycle.shutdown();
   }
 
-  private async receiveLoop(): Promise<void> {
-    const o = this.options;
-    // At most a fair share per receive, so every subscription can long-poll at once when it fits.
-    const share = Math.max(1, Math.min(MAX_BATCH, Math.floor(o.concurrency / o.subscriptions.size)));
+  private async receiveLoop(plan: { batch: number; minBatch: number }): Promise<void> {
     while (this.lifecycle.isRunning) {
-      const reserved = await this.slots.reserve(share);
+      // At most a fair share per receive, so every loop can long-poll at once when it fits.
+      const reserved = await this.slots.reserve(plan.batch, plan.minBatch);
       if (!this.lifecycle.isRunning) {
         this.slots.release(reserved);
         return;
       }
-      let messages: InboundMessage[];
-      try {
-        messages = await this.gateway.receive(reserved);
-      } catch (err) {
-        this.slots.release(reserved);
-        if (!this.lifecycle.isRunning) return;
+      // Tracked until its messages are dispatched, so shutdown waits for it (see drain).
+      const received = await this.receiving.track(this.receiveOnce(reserved));
+      if (!received && this.lifecycle.isRunning) await sleep(RECEIVE_FAILURE_BACKOFF_MS);
+    }
+  }
+
+  /** One receive of at most `reserved` messages, each dispatched; false if the receive failed. */
+  private async receiveOnce(reserved: number): Promise<boolean> {
+    let messages: InboundMessage[];
+    try {
+      messages = await this.gateway.receive(reserved);
+    } catch (err) {
+      this.slots.release(reserved);
+      if (this.lifecycle.isRunning) {
         this.counters.receiveFailures++;
         this.logger.warn(errorFields(err), 'receive failed; retrying');
-        await sleep(RECEIVE_FAILURE_BACKOFF_MS);
-        continue;
       }
-      // Each message keeps its slot until settled; the rest of the reservation is free again.
-      this.slots.release(reserved - messages.length);
-      for (const message of messages) this.dispatch(message);
+      return false;
     }
+    // Each message keeps its slot until settled; the rest of the reservation is free again.
+    this.slots.release(reserved - messages.length);
+    for (const message of messages) this.dispatch(message);
+    return true;
   }
 
   private dispatch(message: InboundMessage): void {
     this.counters.received++;
+    // The slot is held until the message is settled: it also bounds the acks not yet answered,
+    // so a slow proxy slows receiving instead of letting acks queue past invisibleDurationMs.
     void this.handling.track(this.handle(message).finally(() => this.slots.release(1)));
   }
 
@@ -202,8 +219,8 @@ export class IdempotentConsumer {
       // process() reports failures as decisions; this is a bug guard, never an ack.
       decision = { kind: 'MALFORMED', error: err };
     }
-    const deadLettered = await this.settle(message, decision);
-    this.count(decision, deadLettered);
+    const deadLettered = await this.settler.settle(message, decision);
+    countDecision(this.counters, decision, deadLettered);
     const outcome = {
       ...decision,
       messageId: message.messageId,
@@ -218,98 +235,6 @@ export class IdempotentConsumer {
       at: Date.now(),
     });
     this.report(outcome);
-  }
-
-  /** Acks, redelivers or dead-letters; returns whether the message went to the DLQ. */
-  private async settle(message: InboundMessage, decision: Decision): Promise<boolean> {
-    const ids = { messageId: message.messageId, attempt: message.deliveryAttempt };
-    if (ACKED_KINDS.includes(decision.kind)) {
-      await this.gateway.ack(message).catch((err: unknown) => {
-        this.counters.settleFailures++;
-        this.logger.warn(
-          { ...errorFields(err), ...ids },
-          'ack failed after commit; the redelivery is a duplicate',
-        );
-      });
-      return false;
-    }
-    const error = 'error' in decision ? decision.error : undefined;
-    const max = this.gateway.maxDeliveryAttempts;
-    const lastAttempt = max !== undefined && message.deliveryAttempt >= max;
-    if (decision.kind === 'MALFORMED' || lastAttempt) {
-      try {
-        await this.gateway.deadLetter(message);
-        this.logger.error(
-          {
-            ...(error !== undefined ? errorFields(error) : {}),
-            ...ids,
-            kind: decision.kind,
-            maxDeliveryAttempts: max,
-          },
-          'message moved to the dead-letter queue',
-        );
-        return true;
-      } catch (err) {
-        this.counters.settleFailures++;
-        this.logger.warn({ ...errorFields(err), ...ids }, 'dead-lettering failed; the broker redelivers it');
-      }
-    }
-    const delay =
-      decision.kind === 'STORE_FAILED' && this.store.isConflict(decision.error)
-        ? CONFLICT_RETRY_MS
-        : this.backoff(message.deliveryAttempt);
-    this.logger.warn(
-      { ...(error !== undefined ? errorFields(error) : {}), ...ids, kind: decision.kind, retryInMs: delay },
-      'message not applied; redelivering later',
-    );
-    await this.gateway.retryLater(message, delay).catch((err: unknown) => {
-      this.counters.settleFailures++;
-      this.logger.warn(
-        { ...errorFields(err), ...ids },
-        'redelivery request failed; the broker redelivers after the invisible duration',
-      );
-    });
-    return false;
-  }
-
-  /** The retry policy's delay for a message delivered `attempt` times (1 on the first delivery). */
-  private backoff(attempt: number): number {
-    return retryDelay(attempt - 1, this.options.retry);
-  }
-
-  private count(decision: Decision, deadLettered: boolean): void {
-    const c = this.counters;
-    if (deadLettered) c.deadLettered++;
-    switch (decision.kind) {
-      case 'APPLIED':
-        c.applied++;
-        if (decision.gap) c.gapsAccepted++;
-        break;
-      case 'DUPLICATE':
-        c.duplicates++;
-        break;
-      case 'STALE':
-        c.stale++;
-        break;
-      case 'IGNORED':
-        c.ignored++;
-        break;
-      case 'GAP_HELD':
-        c.gapsHeld++;
-        break;
-      case 'MALFORMED':
-        c.malformed++;
-        break;
-      case 'UNHANDLED':
-        c.unhandled++;
-        break;
-      case 'HANDLER_FAILED':
-        c.handlerFailures++;
-        break;
-      case 'STORE_FAILED':
-        c.storeFailures++;
-        break;
-    }
   }
 
   private report(outcome: ConsumeOutcome): void {

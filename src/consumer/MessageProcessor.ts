@@ -31,8 +31,9 @@ class HandlerFailure {
 
 /**
  * The consumer's decision for one message, in ONE database transaction: insert consumed_event
- * (duplicate -> nothing else), lock and check aggregate_cursor (stale / gap / next), run the
- * handler with the same EntityManager, advance the cursor, commit. Knows nothing of the broker.
+ * (duplicate -> nothing else), lock aggregate_cursor and advance it if this version is next (or
+ * a gap is accepted), decide stale / gap held / apply, run the handler with the same
+ * EntityManager, commit. Knows nothing of the broker.
  */
 export class MessageProcessor {
   constructor(
@@ -83,19 +84,21 @@ export class MessageProcessor {
     try {
       return await this.store.transaction<Decision>(async (tx) => {
         if (!(await tx.insertConsumed(row))) return { commit: false, value: { kind: 'DUPLICATE', envelope } };
-        const last = await tx.lockCursor(row);
+        // Locks the cursor and, when this version moves it, advances it in the same step (one
+        // statement on MySQL/MariaDB): a handler failure rolls the advance back with the rest.
         const version = envelope.aggregateVersion;
+        const acceptGap = this.config.gapPolicy === 'accept';
+        const last = await tx.claimVersion(row, version, acceptGap);
         if (version <= last) {
           await tx.markOutcome(row, 'STALE');
           return { commit: true, value: { kind: 'STALE', envelope, cursorVersion: last } };
         }
         const gap = version > last + 1;
-        if (gap && this.config.gapPolicy === 'hold') {
+        if (gap && !acceptGap) {
           return { commit: false, value: { kind: 'GAP_HELD', envelope, cursorVersion: last } };
         }
         if (resolution.kind !== 'handler') {
           await tx.markOutcome(row, 'IGNORED');
-          await tx.advanceCursor(row, version, gap ? version - last - 1 : 0);
           return { commit: true, value: { kind: 'IGNORED', envelope } };
         }
         try {
@@ -115,7 +118,6 @@ export class MessageProcessor {
         } catch (error) {
           throw new HandlerFailure(error);
         }
-        await tx.advanceCursor(row, version, gap ? version - last - 1 : 0);
         return {
           commit: true,
           value: { kind: 'APPLIED', envelope, ...(gap ? { gap: { expectedVersion: last + 1 } } : {}) },

@@ -181,6 +181,13 @@ export interface InboxTransaction {
   /** Locks the aggregate's cursor row (creating it at 0) and returns its last version. */
   lockCursor(key: CursorKey): Promise<number>;
   advanceCursor(key: CursorKey, version: number, skippedVersions: number): Promise<void>;
+  /**
+   * lockCursor, and advanceCursor to `version` when it is the next one (or later, with
+   * `acceptGap`, counting the versions skipped), as one step: one statement where the database
+   * allows it. Returns the version the cursor held before; a stale or held-back version leaves
+   * the cursor as it was (see cursorAdvances).
+   */
+  claimVersion(key: CursorKey, version: number, acceptGap: boolean): Promise<number>;
 }
 
 /** consumed_event and aggregate_cursor, as the consumer needs them (see DESIGN.md "Consumer"). */

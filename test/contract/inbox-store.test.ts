@@ -1,7 +1,7 @@
 import type { DataSource, EntityManager } from 'typeorm';
 import { uuidv7 } from '../../src';
 import { storesFor } from '../../src/store';
-import type { ConsumedRow, CursorKey, InboxStore } from '../../src/store/ports';
+import type { ConsumedRow, CursorKey, InboxStore, InboxTransaction } from '../../src/store/ports';
 import { ensureSchema, openDataSource } from '../helpers/db';
 import { TEST_DATABASE, cleanUp, p, ps, sessionId, unique, waitUntilLockWaiting } from './support';
 
@@ -133,6 +133,82 @@ describe(`inbox store (${TEST_DATABASE})`, () => {
     ).toEqual([[4, 2]]);
   });
 
+  it('claimVersion locks and moves the cursor in one step: next, stale, gap held or accepted, new rows, rollback', async () => {
+    const newKey = (): CursorKey => ({
+      consumerGroup: unique('g'),
+      aggregateType: 'Order',
+      aggregateId: unique('o'),
+    });
+    const claim = (k: CursorKey, version: number, acceptGap: boolean, commit = true) =>
+      inbox.transaction(async (tx) => ({ commit, value: await tx.claimVersion(k, version, acceptGap) }));
+    const state = async (k: CursorKey) =>
+      (
+        await ds.query(
+          `SELECT last_version, skipped_versions FROM aggregate_cursor
+           WHERE consumer_group = ${p(1)} AND aggregate_type = ${p(2)} AND aggregate_id = ${p(3)}`,
+          [k.consumerGroup, k.aggregateType, k.aggregateId],
+        )
+      ).map((r: Record<string, unknown>) => [Number(r.last_version), Number(r.skipped_versions)]);
+    const key = newKey();
+    expect(await claim(key, 1, false)).toBe(0); // a new row, at the first version
+    expect(await state(key)).toEqual([[1, 0]]);
+    expect(await claim(key, 2, false)).toBe(1); // the next version
+    expect(await state(key)).toEqual([[2, 0]]);
+    expect(await claim(key, 2, true)).toBe(2); // stale: the same version
+    expect(await claim(key, 1, true)).toBe(2); // stale: an older one
+    expect(await state(key)).toEqual([[2, 0]]);
+    expect(await claim(key, 5, false)).toBe(2); // a gap, held back
+    expect(await state(key)).toEqual([[2, 0]]);
+    expect(await claim(key, 5, true)).toBe(2); // a gap, accepted: versions 3 and 4 skipped
+    expect(await state(key)).toEqual([[5, 2]]);
+    expect(await claim(key, 6, false, false)).toBe(5); // rolled back: nothing moved
+    expect(await state(key)).toEqual([[5, 2]]);
+    expect(await claim(key, 6, false)).toBe(5);
+    expect(await state(key)).toEqual([[6, 2]]);
+    const held = newKey();
+    expect(await claim(held, 3, false)).toBe(0); // a new row with a gap held back: created at 0
+    expect(await state(held)).toEqual([[0, 0]]);
+    const accepted = newKey();
+    expect(await claim(accepted, 3, true)).toBe(0); // a new row with a gap accepted
+    expect(await state(accepted)).toEqual([[3, 2]]);
+  });
+
+  /**
+   * `step` runs in two transactions on the same aggregate: the first holds the cursor until the
+   * second, started after it, waits on the lock; then both commit. Resolves with their values.
+   */
+  async function secondWaitsForFirst(
+    step: (tx: InboxTransaction, n: 1 | 2) => Promise<number>,
+  ): Promise<[number, number]> {
+    let releaseFirst!: () => void;
+    const firstMayCommit = new Promise<void>((resolve) => (releaseFirst = resolve));
+    let firstLocked!: () => void;
+    const locked = new Promise<void>((resolve) => (firstLocked = resolve));
+    const first = inbox.transaction(async (tx) => {
+      const value = await step(tx, 1);
+      firstLocked();
+      await firstMayCommit;
+      return { commit: true, value };
+    });
+    await locked;
+    let secondSession!: (id: number) => void;
+    const session = new Promise<number>((resolve) => (secondSession = resolve));
+    const second = inbox.transaction(async (tx) => {
+      secondSession(await sessionId(tx.manager));
+      return { commit: true, value: await step(tx, 2) };
+    });
+    await waitUntilLockWaiting(ds, await session);
+    releaseFirst();
+    return [await first, await second];
+  }
+
+  it('claimVersion: a second consumer of the same aggregate waits, then sees the version the first committed', async () => {
+    const key: CursorKey = { consumerGroup: unique('g'), aggregateType: 'Order', aggregateId: unique('o') };
+    expect(await secondWaitsForFirst((tx, n) => tx.claimVersion(key, n, false))).toEqual([0, 1]);
+    const read = await inbox.transaction(async (tx) => ({ commit: false, value: await tx.lockCursor(key) }));
+    expect(read).toBe(2);
+  });
+
   it('a second consumer of the same aggregate waits for the cursor and then sees the advanced version', async () => {
     for (const existing of [false, true]) {
       const key: CursorKey = { consumerGroup: unique('g'), aggregateType: 'Order', aggregateId: unique('o') };
@@ -142,30 +218,12 @@ describe(`inbox store (${TEST_DATABASE})`, () => {
           return { commit: true, value: undefined };
         });
       }
-      let releaseFirst!: () => void;
-      const firstMayCommit = new Promise<void>((resolve) => (releaseFirst = resolve));
-      let firstLocked!: () => void;
-      const locked = new Promise<void>((resolve) => (firstLocked = resolve));
-      const first = inbox.transaction(async (tx) => {
+      const lockAndAdvance = async (tx: InboxTransaction) => {
         const from = await tx.lockCursor(key);
         await tx.advanceCursor(key, from + 1, 0);
-        firstLocked();
-        await firstMayCommit;
-        return { commit: true, value: from };
-      });
-      await locked;
-      let secondSession!: (id: number) => void;
-      const session = new Promise<number>((resolve) => (secondSession = resolve));
-      const second = inbox.transaction(async (tx) => {
-        secondSession(await sessionId(tx.manager));
-        const from = await tx.lockCursor(key);
-        await tx.advanceCursor(key, from + 1, 0);
-        return { commit: true, value: from };
-      });
-      await waitUntilLockWaiting(ds, await session);
-      releaseFirst();
-      expect(await first).toBe(0);
-      expect(await second).toBe(1);
+        return from;
+      };
+      expect(await secondWaitsForFirst(lockAndAdvance)).toEqual([0, 1]);
     }
   });
 

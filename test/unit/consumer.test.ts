@@ -11,10 +11,13 @@ import {
   type IdempotentConsumerOptions,
 } from '../../src';
 import type { ConsumerGateway, InboundMessage } from '../../src/broker/consumerGateway';
+import { LongPolls } from './fakes/fakes';
 import type { ConsumedRow, CursorKey, InboxStore, InboxTransaction } from '../../src/store/ports';
 import { HandlerRegistry } from '../../src/consumer/handlers';
 import { MessageProcessor } from '../../src/consumer/MessageProcessor';
 import { ReceiveSlots } from '../../src/consumer/ReceiveSlots';
+import { receivePlan } from '../../src/consumer/IdempotentConsumer';
+import { claimInTwoSteps } from '../../src/store/cursor';
 
 /** In-memory consumed_event + aggregate_cursor with transactional staging. */
 class FakeInbox implements InboxStore {
@@ -52,6 +55,7 @@ class FakeInbox implements InboxStore {
       advanceCursor: async (k, v) => {
         cursors.set(key(k), v);
       },
+      claimVersion: (k, v, acceptGap) => claimInTwoSteps(tx, k, v, acceptGap),
     };
     let out: { commit: boolean; value: T };
     try {
@@ -268,18 +272,22 @@ class FakeConsumerGateway implements ConsumerGateway {
   dead: string[] = [];
   maxDeliveryAttempts: number | undefined = 3;
   shutdowns = 0;
-  private wake: (() => void) | undefined;
+  readonly polls = new LongPolls(FAKE_LONG_POLL_MS);
   async start(): Promise<void> {}
   push(m: InboundMessage): void {
     this.queue.push(m);
-    this.wake?.();
+    this.polls.wakeAll();
   }
+  /** What happened, in order: `ack:<id>`, `shutdown`. */
+  readonly events: string[] = [];
+  /** A long poll: what is queued, else waits for a push or the poll's end (like the proxy's). */
   async receive(max: number): Promise<InboundMessage[]> {
-    if (this.queue.length === 0) await new Promise<void>((r) => (this.wake = r));
+    if (this.queue.length === 0) await this.polls.wait();
     return this.queue.splice(0, max);
   }
   async ack(m: InboundMessage): Promise<void> {
     this.acked.push(m.messageId);
+    this.events.push(`ack:${m.messageId}`);
   }
   async retryLater(m: InboundMessage, delay: number): Promise<void> {
     this.retried.push({ id: m.messageId, delay });
@@ -289,9 +297,12 @@ class FakeConsumerGateway implements ConsumerGateway {
   }
   async shutdown(): Promise<void> {
     this.shutdowns++;
-    this.wake?.();
+    this.events.push('shutdown');
+    this.polls.wakeAll();
   }
 }
+
+const FAKE_LONG_POLL_MS = 200;
 
 const fakeDataSource = { createQueryRunner: () => ({}), isInitialized: true, options: { type: 'mysql' } };
 
@@ -317,7 +328,7 @@ async function until(cond: () => boolean): Promise<void> {
 
 /**
  * A broker with any number of concurrent long polls: a receive returns at once when messages are
- * queued, else stays open until some arrive or shutdown. Counts messages received but not settled.
+ * queued, else stays open until some arrive or the poll ends (FAKE_LONG_POLL_MS). Counts messages received but not settled.
  */
 class PollingGateway implements ConsumerGateway {
   queue: InboundMessage[] = [];
@@ -326,20 +337,16 @@ class PollingGateway implements ConsumerGateway {
   /** The largest number of received-but-unsettled messages seen. */
   maxOutstanding = 0;
   private outstanding = 0;
-  private readonly polls: Array<() => void> = [];
-  get openPolls(): number {
-    return this.polls.length;
-  }
+  readonly polls = new LongPolls(FAKE_LONG_POLL_MS);
   async start(): Promise<void> {}
   push(...messages: InboundMessage[]): void {
     this.queue.push(...messages);
-    for (const wake of this.polls.splice(0)) wake();
+    this.polls.wakeAll();
   }
+  readonly asked: number[] = [];
   async receive(max: number): Promise<InboundMessage[]> {
-    while (this.queue.length === 0) {
-      const stopped = await new Promise<boolean>((r) => this.polls.push(() => r(this.closed)));
-      if (stopped) return [];
-    }
+    this.asked.push(max);
+    if (this.queue.length === 0) await this.polls.wait();
     const got = this.queue.splice(0, max);
     this.outstanding += got.length;
     this.maxOutstanding = Math.max(this.maxOutstanding, this.outstanding);
@@ -355,14 +362,38 @@ class PollingGateway implements ConsumerGateway {
   async deadLetter(): Promise<void> {
     this.outstanding--;
   }
-  private closed = false;
   async shutdown(): Promise<void> {
-    this.closed = true;
-    for (const wake of this.polls.splice(0)) wake();
+    this.polls.wakeAll();
   }
 }
 
 describe('IdempotentConsumer: receive loops and the concurrency bound', () => {
+  it('receivePlan: one loop below 16 slots a subscription, up to 4 loops, batches of at most 32', () => {
+    expect(receivePlan(1, 1)).toEqual({ loops: 1, batch: 1, minBatch: 1 });
+    expect(receivePlan(8, 2)).toEqual({ loops: 1, batch: 4, minBatch: 2 });
+    expect(receivePlan(16, 1)).toEqual({ loops: 2, batch: 8, minBatch: 4 });
+    expect(receivePlan(64, 1)).toEqual({ loops: 4, batch: 16, minBatch: 8 });
+    expect(receivePlan(256, 1)).toEqual({ loops: 4, batch: 32, minBatch: 16 });
+    expect(receivePlan(3, 5)).toEqual({ loops: 1, batch: 1, minBatch: 1 });
+  });
+
+  it('ReceiveSlots: a loop waits until its minimum is free, in FIFO order', async () => {
+    const slots = new ReceiveSlots(4);
+    expect(await slots.reserve(4)).toBe(4);
+    const got: number[] = [];
+    const a = slots.reserve(4, 2).then((n) => got.push(n));
+    slots.release(1);
+    await new Promise((r) => setImmediate(r));
+    expect(got).toEqual([]); // 1 free, 2 needed
+    slots.release(2);
+    await a;
+    expect(got).toEqual([3]);
+    expect(slots.inUse).toBe(4);
+    // A minimum above the capacity is capped at it.
+    slots.release(4);
+    expect(await slots.reserve(10, 10)).toBe(4);
+  });
+
   it('ReceiveSlots: waiting loops are served in order, none past capacity, all woken by close()', async () => {
     const slots = new ReceiveSlots(2);
     expect(await slots.reserve(5)).toBe(2);
@@ -383,9 +414,17 @@ describe('IdempotentConsumer: receive loops and the concurrency bound', () => {
     expect(await slots.reserve(1)).toBe(0);
   });
 
-  it.each([2, 3, 4])(
-    'two subscriptions at concurrency %i: both loops keep polling and received-but-unfinished messages never exceed it',
-    async (concurrency) => {
+  it.each([
+    [['a', 'b'], 2],
+    [['a', 'b'], 3],
+    [['a', 'b'], 4],
+    [['a'], 16],
+    [['a', 'b'], 64],
+  ])(
+    'subscriptions %j at concurrency %i: every loop keeps polling, asks for batches, and received-but-unfinished messages never exceed the concurrency',
+    async (subscriptions, concurrency) => {
+      const plan = receivePlan(concurrency, subscriptions.length);
+      const loops = subscriptions.length * plan.loops;
       const gw = new PollingGateway();
       const held: Array<() => void> = [];
       const c = new IdempotentConsumer(
@@ -393,7 +432,7 @@ describe('IdempotentConsumer: receive loops and the concurrency bound', () => {
           endpoints: '127.0.0.1:8081',
           dataSource: fakeDataSource as unknown as IdempotentConsumerOptions['dataSource'],
           consumerGroup: 'g',
-          subscriptions: ['a', 'b'],
+          subscriptions,
           handlers: [
             {
               eventType: 'ItemAdded',
@@ -413,16 +452,19 @@ describe('IdempotentConsumer: receive loops and the concurrency bound', () => {
         await until(() => held.length > 0 || gw.acked.length === total);
         held.shift()?.();
       }
-      await until(() => gw.openPolls === 2);
+      await until(() => gw.polls.open === loops);
       expect(gw.maxOutstanding).toBeGreaterThan(0);
       expect(gw.maxOutstanding).toBeLessThanOrEqual(concurrency);
+      // A full budget freeing one slot at a time still asks the broker for at least minBatch.
+      expect(Math.min(...gw.asked)).toBeGreaterThanOrEqual(plan.minBatch);
+      expect(Math.max(...gw.asked)).toBeLessThanOrEqual(plan.batch);
       // Both loops are still alive: a message arriving now is received and applied.
       gw.push(message(envelope(1, { aggregateId: 'late' })));
       await until(() => held.length > 0);
       held.shift()!();
       await until(() => gw.acked.length === total + 1);
       await c.shutdown();
-      expect(gw.openPolls).toBe(0);
+      expect(gw.polls.open).toBe(0);
     },
   );
 });
@@ -487,6 +529,22 @@ describe('IdempotentConsumer: settling with the broker', () => {
     await done;
     expect(gw.acked).toHaveLength(1);
     expect(gw.shutdowns).toBe(1);
+  });
+
+  it('shutdown lets an open long poll return and settles what it brings before closing the client', async () => {
+    // A cancelled long poll is still served by the proxy: what it pops is then hidden from every
+    // consumer of the group (see IdempotentConsumer's drain).
+    const gw = new FakeConsumerGateway();
+    const c = consumerWith(gw, new FakeInbox(), async () => undefined);
+    await c.start();
+    await until(() => gw.polls.open > 0);
+    const done = c.shutdown();
+    await new Promise((r) => setTimeout(r, 20));
+    const late = message(envelope(1));
+    gw.push(late);
+    await done;
+    expect(gw.events).toEqual([`ack:${late.messageId}`, 'shutdown']);
+    expect(c.stats).toMatchObject({ received: 1, applied: 1 });
   });
 
   it('validates every option at construction, naming option, value and what is allowed', () => {

@@ -56,11 +56,10 @@ function outboxStatements(sql: OutboxSql): Record<string, Statement> {
 }
 
 function inboxStatements(sql: InboxSql): Record<string, Statement> {
-  const cursor = sql.lockCursor(key);
   return {
     insertConsumed: sql.insertConsumed(row),
     markOutcome: sql.markOutcome(row, 'STALE'),
-    ...Object.fromEntries(cursor.map((s, i) => [`lockCursor${i}`, s])),
+    lockCursor: sql.lockCursor(key),
     advanceCursor: sql.advanceCursor(key, 2, 1),
   };
 }

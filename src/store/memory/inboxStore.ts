@@ -1,4 +1,5 @@
 import type { DataSource } from 'typeorm';
+import { claimInTwoSteps } from '../cursor';
 import type { ConsumedRow, CursorKey, InboxStore, InboxTransaction } from '../ports';
 
 const key = (k: CursorKey) => JSON.stringify([k.consumerGroup, k.aggregateType, k.aggregateId]);
@@ -53,6 +54,8 @@ export class MemoryInboxStore implements InboxStore {
         advanceCursor: async (k: CursorKey, version: number) => {
           cursors.set(key(k), version);
         },
+        claimVersion: (k: CursorKey, version: number, acceptGap: boolean) =>
+          claimInTwoSteps(tx, k, version, acceptGap),
       };
       try {
         outcome = await fn(tx);

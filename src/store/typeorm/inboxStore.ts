@@ -4,6 +4,7 @@ import { dialectFor, isLockVictim, type Dialect, type DialectName } from './dial
 import { mysqlInboxSql } from './mysql/inboxSql';
 import { postgresInboxSql } from './postgres/inboxSql';
 import { abandonTransaction, execute, type InboxSql } from './statements';
+import { claimInTwoSteps } from '../cursor';
 
 const INBOX_SQL: Record<DialectName, InboxSql> = { mysql: mysqlInboxSql, postgres: postgresInboxSql };
 
@@ -55,7 +56,7 @@ export class TypeOrmInboxStore implements InboxStore {
   private tx(queryRunner: QueryRunner): InboxTransaction {
     const manager = queryRunner.manager;
     const { dialect, sql } = this;
-    return {
+    const tx: InboxTransaction = {
       manager,
       async insertConsumed(row: ConsumedRow): Promise<boolean> {
         try {
@@ -69,13 +70,17 @@ export class TypeOrmInboxStore implements InboxStore {
         await execute(manager, sql.markOutcome(row, outcome));
       },
       async lockCursor(key: CursorKey): Promise<number> {
-        let rows: Array<{ last_version?: string | number }> = [];
-        for (const statement of sql.lockCursor(key)) rows = (await execute(manager, statement)).rows;
-        return Number(rows[0]?.last_version ?? 0);
+        return sql.cursorVersion(await execute(manager, sql.lockCursor(key)));
       },
       async advanceCursor(key: CursorKey, version: number, skipped: number): Promise<void> {
         await execute(manager, sql.advanceCursor(key, version, skipped));
       },
+      async claimVersion(key: CursorKey, version: number, acceptGap: boolean): Promise<number> {
+        if (sql.claimVersion)
+          return sql.cursorVersion(await execute(manager, sql.claimVersion(key, version, acceptGap)));
+        return claimInTwoSteps(tx, key, version, acceptGap);
+      },
     };
+    return tx;
   }
 }

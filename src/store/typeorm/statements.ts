@@ -8,10 +8,14 @@ export interface Statement {
   readonly params: readonly unknown[];
 }
 
-/** What a statement returned: its rows, and how many rows it changed (UPDATE/DELETE/INSERT). */
+/**
+ * What a statement returned: its rows, how many rows it changed (UPDATE/DELETE/INSERT), and
+ * MySQL's insert id (AUTO_INCREMENT, or the argument of LAST_INSERT_ID(expr); 0 otherwise).
+ */
 export interface StatementResult<Row> {
   rows: Row[];
   affected: number;
+  insertId?: number;
 }
 
 /**
@@ -30,10 +34,13 @@ export async function execute<Row = Record<string, unknown>>(
     const result = (await queryRunner.query(statement.sql, [...statement.params], true)) as {
       records?: unknown;
       affected?: number;
+      raw?: { insertId?: unknown };
     };
+    const insertId = result.raw?.insertId;
     return {
       rows: Array.isArray(result.records) ? (result.records as Row[]) : [],
       affected: typeof result.affected === 'number' ? result.affected : 0,
+      ...(typeof insertId === 'number' ? { insertId } : {}),
     };
   } finally {
     if (own) await queryRunner.release();
@@ -142,11 +149,17 @@ export interface InboxSql {
   inserted(result: StatementResult<Record<string, unknown>>): boolean;
   markOutcome(row: ConsumedRow, outcome: 'STALE' | 'IGNORED'): Statement;
   /**
-   * Locks the cursor row (creating it at 0), exclusively from the first statement; the statements
-   * run in order, the last returns `last_version`.
+   * Locks the cursor row exclusively (creating it at 0) in one statement; `cursorVersion(result)`
+   * reads the row's `last_version` from that statement's result.
    */
-  lockCursor(key: CursorKey): Statement[];
+  lockCursor(key: CursorKey): Statement;
+  cursorVersion(result: StatementResult<Record<string, unknown>>): number;
   advanceCursor(key: CursorKey, version: number, skipped: number): Statement;
+  /**
+   * claimVersion in one statement, where the dialect has one: the version the cursor held before
+   * is read with cursorVersion(result). Absent: lockCursor, then advanceCursor if it moves.
+   */
+  claimVersion?(key: CursorKey, version: number, acceptGap: boolean): Statement;
 }
 
 /**

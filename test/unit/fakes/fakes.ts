@@ -113,3 +113,34 @@ export function fakeDataSource(journal: Journal, control: FakeDbControl = {}): D
   };
   return ds as unknown as DataSource;
 }
+
+/**
+ * The proxy's long polls, for fake consumer gateways: wait() ends at wakeAll() (messages arrived,
+ * or the client closed) or after `ms` (the poll's end), whichever comes first.
+ */
+export class LongPolls {
+  private readonly waiting = new Set<() => void>();
+
+  constructor(private readonly ms: number) {}
+
+  /** Polls open now. */
+  get open(): number {
+    return this.waiting.size;
+  }
+
+  wait(): Promise<void> {
+    return new Promise((resolve) => {
+      const done = (): void => {
+        clearTimeout(timer);
+        this.waiting.delete(done);
+        resolve();
+      };
+      const timer = setTimeout(done, this.ms);
+      this.waiting.add(done);
+    });
+  }
+
+  wakeAll(): void {
+    for (const done of [...this.waiting]) done();
+  }
+}

@@ -28,16 +28,16 @@ export const postgresInboxSql: InboxSql = {
   lockCursor(key) {
     // One statement: the upsert creates the row or, on conflict, updates it, which takes the
     // row's lock (after waiting for a concurrent holder) and returns the latest committed version.
-    return [
-      {
-        sql:
-          'INSERT INTO aggregate_cursor (consumer_group, aggregate_type, aggregate_id, last_version)' +
-          ' VALUES ($1, $2, $3, 0) ON CONFLICT (consumer_group, aggregate_type, aggregate_id)' +
-          ' DO UPDATE SET last_version = aggregate_cursor.last_version RETURNING last_version',
-        params: [key.consumerGroup, key.aggregateType, key.aggregateId],
-      },
-    ];
+    return {
+      sql:
+        'INSERT INTO aggregate_cursor (consumer_group, aggregate_type, aggregate_id, last_version)' +
+        ' VALUES ($1, $2, $3, 0) ON CONFLICT (consumer_group, aggregate_type, aggregate_id)' +
+        ' DO UPDATE SET last_version = aggregate_cursor.last_version RETURNING last_version',
+      params: [key.consumerGroup, key.aggregateType, key.aggregateId],
+    };
   },
+
+  cursorVersion: (result) => Number(result.rows[0]?.last_version ?? 0),
 
   advanceCursor(key, version, skipped) {
     return {
