@@ -2,6 +2,9 @@ import { spawn, type ChildProcess } from 'node:child_process';
 import { once } from 'node:events';
 import * as path from 'node:path';
 import * as readline from 'node:readline';
+import type { DataSource } from 'typeorm';
+import { txRecord } from './db';
+import { waitFor } from './env';
 
 const CHILD = path.join(__dirname, 'crash-child.ts');
 
@@ -66,4 +69,39 @@ export async function childInWindow(
       await exited;
     },
   };
+}
+
+/**
+ * Half messages of killed producers whose fence row went with a rollback: a check-back that
+ * reaches the surviving instance finds no row and writes a ROLLED_BACK tombstone. The broker may
+ * also send every check of a half to killed instances' channels (it keeps a dead client's channel
+ * ~2 min and probes at most 3 channels per check, docs/checkback-routing.md; CI saw this once)
+ * and then discard the half after its check maximum: never delivered either, but no tombstone.
+ * So each txId gets the right tombstone or none within `timeoutMs`, and at least one of them
+ * must have been tombstoned (the check-back did run). Waits for all at once.
+ */
+export async function expectCheckBackRollbacks(
+  ds: DataSource,
+  txIds: readonly string[],
+  timeoutMs: number,
+): Promise<void> {
+  const decided = await Promise.all(
+    txIds.map((txId) =>
+      waitFor(async () => (await txRecord(ds, txId)) !== undefined, {
+        timeoutMs,
+        description: `check-back decided ${txId}`,
+      }).then(
+        () => true,
+        () => false,
+      ),
+    ),
+  );
+  for (const [i, txId] of txIds.entries()) {
+    if (decided[i]) {
+      expect(await txRecord(ds, txId)).toMatchObject({ status: 'ROLLED_BACK', resolved_by: 'CHECK_BACK' });
+    } else {
+      process.stdout.write(`no check of ${txId} reached the survivor within ${timeoutMs} ms\n`);
+    }
+  }
+  expect(decided.filter(Boolean).length).toBeGreaterThanOrEqual(1);
 }

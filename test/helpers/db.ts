@@ -169,8 +169,11 @@ export async function orderExists(ds: DataSource, id: string): Promise<boolean> 
   return rows.length > 0;
 }
 
-export async function countRows(ds: DataSource, table: 'tx_record' | 'test_order'): Promise<number> {
-  const rows = await ds.query(`SELECT COUNT(*) AS n FROM ${table}`);
+/** tx_record rows of one producer group: other suites write their own rows at the same time. */
+export async function countTxRecords(ds: DataSource, producerGroup: string): Promise<number> {
+  const rows = await ds.query(sql('SELECT COUNT(*) AS n FROM tx_record WHERE producer_group = ?'), [
+    producerGroup,
+  ]);
   return Number(rows[0].n);
 }
 

@@ -6,8 +6,8 @@ export const ENDPOINTS: string =
   process.env.ROCKETMQ_ENDPOINTS ?? `127.0.0.1:${8081 + Number(process.env.ROCKETMQ_TX_PORT_OFFSET || 0)}`;
 
 /**
- * The producers' transport for the suite: ROCKETMQ_TX_TRANSPORT=lean runs every producer made
- * by makeProducer() over the lean transport; unset, the producer default (official).
+ * The producers' transport for the suite: ROCKETMQ_TX_TRANSPORT=official (or lean) runs every
+ * producer made by makeProducer() over that transport; unset, the producer default (lean).
  */
 export const TRANSPORT: 'lean' | 'official' | undefined = (() => {
   const t = process.env.ROCKETMQ_TX_TRANSPORT;

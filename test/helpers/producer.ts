@@ -13,7 +13,7 @@ export interface Interceptors {
 
 /**
  * A producer on the real broker; interceptors wrap the real gateway to open crash windows.
- * ROCKETMQ_TX_TRANSPORT=lean runs it over the lean transport unless `options.transport` says.
+ * ROCKETMQ_TX_TRANSPORT=official|lean picks its transport unless `options.transport` says.
  */
 export function makeProducer(
   dataSource: DataSource,

@@ -1,7 +1,7 @@
 import type { DataSource } from 'typeorm';
 import { TransactionalProducer, uuidv7 } from '../../src';
 import { Collector } from '../helpers/collector';
-import { childInWindow } from '../helpers/crashWindow';
+import { childInWindow, expectCheckBackRollbacks } from '../helpers/crashWindow';
 import { ensureSchema, openDataSource, orderExists, txRecord } from '../helpers/db';
 import { waitFor } from '../helpers/env';
 import { makeProducer } from '../helpers/producer';
@@ -53,14 +53,12 @@ describe('crash windows: producer killed with SIGKILL, resolved by another insta
         return { orderId, txId: child.txId };
       }),
     );
-    for (const { orderId, txId } of runs) {
-      await waitFor(async () => (await txRecord(ds, txId)) !== undefined, {
-        timeoutMs: 40_000,
-        description: `check-back decided ${txId}`,
-      });
-      expect(await txRecord(ds, txId)).toMatchObject({ status: 'ROLLED_BACK', resolved_by: 'CHECK_BACK' });
-      expect(await orderExists(ds, orderId)).toBe(false);
-    }
+    for (const { orderId } of runs) expect(await orderExists(ds, orderId)).toBe(false);
+    await expectCheckBackRollbacks(
+      ds,
+      runs.map((r) => r.txId),
+      40_000,
+    );
     await flush();
     for (const { txId } of runs) expect(collector.withProperty('TX_ID', txId)).toEqual([]);
   });

@@ -1,7 +1,12 @@
 import type { DataSource } from 'typeorm';
 import { TransactionalProducer, uuidv7 } from '../../src';
 import { Collector } from '../helpers/collector';
-import { childInWindow, type CrashMode, type SavepointWindow } from '../helpers/crashWindow';
+import {
+  childInWindow,
+  expectCheckBackRollbacks,
+  type CrashMode,
+  type SavepointWindow,
+} from '../helpers/crashWindow';
 import { ensureSchema, openDataSource, orderExists, sql, txRecord } from '../helpers/db';
 import { waitFor } from '../helpers/env';
 import { makeProducer } from '../helpers/producer';
@@ -16,6 +21,8 @@ const RUNS = Number(process.env.CRASH_RUNS ?? 2);
  */
 const DISCARD_HORIZON_MS = 15_000;
 const RECOVERY_INTERVAL_MS = 1000;
+/** How long a rolled-back half may wait for its check-back tombstone (see expectCheckBackRollbacks). */
+const TOMBSTONE_WAIT_MS = 40_000;
 
 /**
  * The crash windows of publish(manager, events) inside the caller's own transaction: a producer
@@ -67,16 +74,14 @@ describe('crash windows of publish() in the caller transaction: SIGKILL, resolve
   }
 
   async function expectNeverDelivered(runs: Array<{ orderId: string; txId: string }>): Promise<void> {
-    for (const { orderId, txId } of runs) {
-      // The killed caller's transaction held the fence row; the database rolled it back with the
-      // connection, and a check-back wrote the tombstone.
-      await waitFor(async () => (await txRecord(ds, txId)) !== undefined, {
-        timeoutMs: 40_000,
-        description: `check-back decided ${txId}`,
-      });
-      expect(await txRecord(ds, txId)).toMatchObject({ status: 'ROLLED_BACK', resolved_by: 'CHECK_BACK' });
-      expect(await orderExists(ds, orderId)).toBe(false);
-    }
+    // The killed caller's transaction held the fence row; the database rolled it back with the
+    // connection.
+    for (const { orderId } of runs) expect(await orderExists(ds, orderId)).toBe(false);
+    await expectCheckBackRollbacks(
+      ds,
+      runs.map((r) => r.txId),
+      TOMBSTONE_WAIT_MS,
+    );
     await flush();
     for (const { txId } of runs) expect(collector.withProperty('TX_ID', txId)).toEqual([]);
   }
@@ -177,18 +182,15 @@ describe('crash windows of publish() in the caller transaction: SIGKILL, resolve
       expect(await orderExists(ds, run.orderId)).toBe(true);
       expect(await txRecord(ds, run.txId)).toMatchObject({ status: 'COMMITTED', resolved_by: 'PRODUCER' });
       // The savepoint's fence row and outbox rows went with the savepoint: nothing for discard
-      // recovery to republish, and the check-back of its halves finds no row and tombstones it
-      // (the tombstone also shows its immediate ROLLBACK never reached the broker).
+      // recovery to republish, and the check-back of its halves finds no row and tombstones it when it
+      // reaches the survivor (the tombstone also shows its ROLLBACK never reached the broker).
       expect(await outboxRowsOf(run.savepointTxId)).toEqual([]);
-      await waitFor(async () => (await txRecord(ds, run.savepointTxId)) !== undefined, {
-        timeoutMs: 40_000,
-        description: `check-back decided the savepoint's ${run.savepointTxId}`,
-      });
-      expect(await txRecord(ds, run.savepointTxId)).toMatchObject({
-        status: 'ROLLED_BACK',
-        resolved_by: 'CHECK_BACK',
-      });
     }
+    await expectCheckBackRollbacks(
+      ds,
+      runs.map((r) => r.savepointTxId),
+      TOMBSTONE_WAIT_MS,
+    );
     await expectDelivered(runs.flatMap((r) => r.outerEventIds));
     // Never delivered: wait past the broker's check budget (1 s + 5 checks x 2 s on the test
     // broker) and the survivor's discard horizon, then for a marker sent after that.

@@ -478,8 +478,8 @@ describe('producer option transport', () => {
     topics: ['orders_tx'],
   });
 
-  it("defaults to 'official', accepts 'lean', rejects anything else naming the option", () => {
-    expect(resolveProducerOptions(base()).transport).toBe('official');
+  it("defaults to 'lean', accepts 'official', rejects anything else naming the option", () => {
+    expect(resolveProducerOptions(base()).transport).toBe('lean');
     expect(resolveProducerOptions({ ...base(), transport: 'lean' }).transport).toBe('lean');
     expect(resolveProducerOptions({ ...base(), transport: 'official' }).transport).toBe('official');
     for (const bad of ['fast', '', 1, true, null]) {
@@ -502,9 +502,9 @@ describe('relay option transport', () => {
     topics: ['orders_events'],
   });
 
-  it("defaults to 'official', accepts 'lean', rejects anything else naming the option", () => {
-    expect(resolveRelayOptions(base()).transport).toBe('official');
-    expect(resolveRelayOptions({ ...base(), transport: 'lean' }).transport).toBe('lean');
+  it("defaults to 'lean', accepts 'official', rejects anything else naming the option", () => {
+    expect(resolveRelayOptions(base()).transport).toBe('lean');
+    expect(resolveRelayOptions({ ...base(), transport: 'official' }).transport).toBe('official');
     for (const bad of ['LEAN', 0, {}, null]) {
       expect(() => resolveRelayOptions({ ...base(), transport: bad })).toThrow(
         expect.objectContaining({

@@ -13,7 +13,7 @@ import type { BrokerGateway, HalfMessage, OutgoingMessage } from '../../src/brok
 import type { ConsumerGateway, InboundMessage } from '../../src/broker/consumerGateway';
 import type { ClaimedOutboxEvent } from '../../src/store/ports';
 import type { InboxStore } from '../../src/store/ports';
-import { FakeStore, Journal, fakeDataSource } from './fakes/fakes';
+import { FakeStore, Journal, LongPolls, fakeDataSource } from './fakes/fakes';
 import { FakeOutboxStore } from './fakes/outbox';
 
 /**
@@ -50,7 +50,7 @@ class LifeGateway implements BrokerGateway, ConsumerGateway {
   readonly order: string[] = [];
   readonly maxDeliveryAttempts = 3;
   private closed = false;
-  private readonly polls: Array<() => void> = [];
+  private readonly polls = new LongPolls(50);
 
   async start(): Promise<void> {
     this.starts++;
@@ -60,7 +60,7 @@ class LifeGateway implements BrokerGateway, ConsumerGateway {
     this.shutdowns++;
     this.order.push('gateway.shutdown');
     this.closed = true;
-    for (const wake of this.polls.splice(0)) wake();
+    this.polls.wakeAll();
     if (this.hangShutdown) await never();
   }
   async sendHalf(m: OutgoingMessage): Promise<HalfMessage> {
@@ -72,15 +72,13 @@ class LifeGateway implements BrokerGateway, ConsumerGateway {
   }
   async receive(max: number): Promise<InboundMessage[]> {
     this.receives++;
-    while (this.queue.length === 0) {
-      if (this.closed) return [];
-      await new Promise<void>((r) => this.polls.push(r));
-    }
+    // A long poll: open until a push or its end, like the proxy's.
+    if (this.queue.length === 0 && !this.closed) await this.polls.wait();
     return this.queue.splice(0, max);
   }
   push(m: InboundMessage): void {
     this.queue.push(m);
-    for (const wake of this.polls.splice(0)) wake();
+    this.polls.wakeAll();
   }
   async ack(): Promise<void> {}
   async retryLater(): Promise<void> {}

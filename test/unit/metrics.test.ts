@@ -18,7 +18,7 @@ import type { ConsumedRow, InboxStore, InboxTransaction } from '../../src/store/
 import type { CheckBackMessage } from '../../src/checkback/resolution';
 import { Observers } from '../../src/observability/observer';
 import type { ClaimedOutboxEvent, NewOutboxEvent, OutboxStore } from '../../src/store/ports';
-import { FakeGateway, FakeStore, Journal, fakeDataSource } from './fakes/fakes';
+import { FakeGateway, FakeStore, Journal, LongPolls, fakeDataSource } from './fakes/fakes';
 
 type Labels = Record<string, string>;
 
@@ -389,6 +389,7 @@ class ScriptedInbox implements InboxStore {
       markOutcome: async () => undefined,
       lockCursor: async () => 0,
       advanceCursor: async () => undefined,
+      claimVersion: async () => 0,
     });
     if (out.commit) this.consumed = staged;
     return out.value;
@@ -399,14 +400,15 @@ class QueueGateway implements ConsumerGateway {
   queue: InboundMessage[] = [];
   settled: string[] = [];
   maxDeliveryAttempts: number | undefined = 2;
-  private wake: (() => void) | undefined;
+  private readonly polls = new LongPolls(200);
   async start(): Promise<void> {}
   push(m: InboundMessage): void {
     this.queue.push(m);
-    this.wake?.();
+    this.polls.wakeAll();
   }
+  /** A long poll: what is queued, else waits for a push or the poll's end. */
   async receive(max: number): Promise<InboundMessage[]> {
-    if (this.queue.length === 0) await new Promise<void>((r) => (this.wake = r));
+    if (this.queue.length === 0) await this.polls.wait();
     return this.queue.splice(0, max);
   }
   async ack(m: InboundMessage): Promise<void> {
@@ -419,7 +421,7 @@ class QueueGateway implements ConsumerGateway {
     this.settled.push(`dlq:${m.messageId}`);
   }
   async shutdown(): Promise<void> {
-    this.wake?.();
+    this.polls.wakeAll();
   }
 }
 

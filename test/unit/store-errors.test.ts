@@ -43,6 +43,11 @@ describe('toStoreError: retriable only where running the same statement again ca
       socketError('ER_DBACCESS_DENIED_ERROR', 1044, "Access denied for user 'a'@'%' to database 'shop'"),
       'ACCESS_DENIED',
     ],
+    [
+      'a login refused as 1698',
+      socketError('ER_ACCESS_DENIED_NO_PASSWORD_ERROR', 1698, "Access denied for user 'a'@'127.0.0.1'"),
+      'ACCESS_DENIED',
+    ],
   ])('%s is not retriable', (_name, err, kind) => {
     expect(mysqlDialect.classify(err)).toBe(kind);
     const typed = toStoreError('could not insert tx_record', err);
@@ -194,6 +199,11 @@ describe('failureAny: what a person must fix, for either driver, under any wrapp
     [
       'MySQL database refused',
       mysql('ER_DBACCESS_DENIED_ERROR', 1044, 'Access denied to database'),
+      'LOGIN_REFUSED',
+    ],
+    [
+      'MariaDB login refused as ER_ACCESS_DENIED_NO_PASSWORD_ERROR',
+      mysql('ER_ACCESS_DENIED_NO_PASSWORD_ERROR', 1698, "Access denied for user 'a'@'127.0.0.1'"),
       'LOGIN_REFUSED',
     ],
     ['PostgreSQL wrong password', pg('28P01', 'password authentication failed'), 'LOGIN_REFUSED'],
