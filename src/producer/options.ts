@@ -97,11 +97,12 @@ export interface TransactionalProducerOptions extends ConnectionOptions {
    */
   discardRecovery?: false | DiscardRecoveryOptions;
   /**
-   * How half messages, their commit/rollback and normal sends reach the proxy. `'official'`
-   * (default): rocketmq-client-nodejs. `'lean'`: messages generated from the RocketMQ v2
-   * protocol over one HTTP/2 connection per proxy (node:http2): same headers, signatures, TLS,
-   * deadlines and typed errors, sends spread over every writable queue; the official client
-   * still does start-up, routes, heartbeats and check-backs. See docs/lean-transport.md.
+   * How half messages, their commit/rollback and normal sends reach the proxy. `'lean'`
+   * (default): messages generated from the RocketMQ v2 protocol over one HTTP/2 connection per
+   * proxy (node:http2): same headers, signatures, TLS, deadlines and typed errors, sends spread
+   * over every writable queue; the official client still does start-up, routes, heartbeats and
+   * check-backs. `'official'`: everything through rocketmq-client-nodejs. See
+   * docs/lean-transport.md.
    */
   transport?: BrokerTransport;
   /**

@@ -66,9 +66,10 @@ export interface OutboxRelayOptions extends ConnectionOptions {
   /** Run the discard reconciliation at all. Default true. */
   reconcileDiscarded?: boolean;
   /**
-   * How the relay's sends reach the proxy: `'official'` (default, rocketmq-client-nodejs) or
-   * `'lean'` (SendMessage and EndTransaction over the SDK's own HTTP/2 channel; the official client
-   * keeps start-up, routes, heartbeats and check-backs). As the producer's; docs/lean-transport.md.
+   * How the relay's sends reach the proxy: `'lean'` (default: SendMessage and EndTransaction over
+   * the SDK's own HTTP/2 channel; the official client keeps start-up, routes, heartbeats and
+   * check-backs) or `'official'` (rocketmq-client-nodejs). As the producer's;
+   * docs/lean-transport.md.
    */
   transport?: BrokerTransport;
   /** Called after each delivery attempt (sent, retry, dead). Must not throw; errors are logged. */

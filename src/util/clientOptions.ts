@@ -274,7 +274,7 @@ export const BROKER_CONNECTION_OPTION_KEYS = [
   'requestTimeoutMs',
 ] as const satisfies ReadonlyArray<keyof BrokerConnectionOptions>;
 
-/** The `transport` option of the producer and the relay: 'official' (default) or 'lean'. */
+/** The `transport` option of the producer and the relay: 'lean' (default) or 'official'. */
 export function resolveTransport(value: unknown): BrokerTransport {
-  return optionalOneOf<BrokerTransport>('transport', value, ['official', 'lean'], 'official');
+  return optionalOneOf<BrokerTransport>('transport', value, ['official', 'lean'], 'lean');
 }

@@ -18,6 +18,7 @@ import {
   type SendMessageResponse,
   type SendResultEntry,
 } from './gen/apache/rocketmq/v2/service_pb';
+import { RocketMqStatusError, statusError } from './status';
 
 /** gRPC paths of the two calls: /<package>.<service>/<method>. */
 export const SEND_MESSAGE = `/${MessagingService.typeName}/${MessagingService.method.sendMessage.name}`;
@@ -30,8 +31,6 @@ export function decodeSendMessage(bytes: Uint8Array): SendMessageResponse {
 export function decodeEndTransaction(bytes: Uint8Array): EndTransactionResponse {
   return fromBinary(EndTransactionResponseSchema, bytes);
 }
-import { RocketMqStatusError, statusError } from './status';
-
 export interface SendTarget {
   namespace: string;
   queueId: number;
