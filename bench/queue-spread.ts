@@ -17,10 +17,11 @@ import { writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { performance } from 'node:perf_hooks';
 import type { DataSource } from 'typeorm';
-import { IdempotentConsumer, OutboxRelay, on } from '../src';
-import { ENDPOINTS, intArg, openBenchDataSource, prepareBenchDatabase, quietLogger, sleep } from './lib/env';
+import { IdempotentConsumer, on } from '../src';
+import { ENDPOINTS, intArg, openBenchDataSource, prepareBenchDatabase, quietLogger } from './lib/env';
 import { Collector } from './lib/collector';
-import { BenchEvent, writeNewOutboxRows } from './lib/outboxRows';
+import { registerGroup, relayBacklog, until } from './lib/backlog';
+import { BenchEvent } from './lib/outboxRows';
 import { fmt, markdownTable } from './lib/stats';
 import { machineDescription } from './lib/system';
 
@@ -41,12 +42,6 @@ interface Drain {
   elapsedMs: number;
   /** The same backlog drained by a raw SimpleConsumer loop (4 receives of 32 in flight, acks awaited). */
   rawEventsPerSec: number;
-}
-
-async function until(cond: () => boolean, timeoutMs: number): Promise<void> {
-  const deadline = Date.now() + timeoutMs;
-  while (!cond() && Date.now() < deadline) await sleep(20);
-  if (!cond()) throw new Error(`timed out after ${timeoutMs} ms`);
 }
 
 async function offsets(topic: string): Promise<Map<string, number>> {
@@ -74,28 +69,10 @@ async function drainOnce(
       logger: quietLogger,
     });
   // Register the group before anything is published (a new group does not start at the oldest).
-  const register = consumer();
-  await register.start();
-  await sleep(3000);
-  await register.shutdown();
-
+  await registerGroup(consumer());
   const raw = await new Collector(topic, tag, `rmqtx_bench_spread_raw_${tag}`).start();
   const before = await offsets(topic);
-  const keys = await writeNewOutboxRows(ds, topic, tag, `${tag}-`, o.events);
-  const relay = new OutboxRelay({
-    endpoints: ENDPOINTS,
-    dataSource: ds,
-    topics: [topic],
-    batchSize: 100,
-    pollIntervalMs: 20,
-    reconcileDiscarded: false,
-    startTimeoutMs: 30_000,
-    transport,
-    logger: quietLogger,
-  });
-  await relay.start();
-  await until(() => relay.stats.sent >= o.events, 300_000);
-  await relay.shutdown();
+  const keys = await relayBacklog(ds, topic, tag, o.events, transport);
   const after = await offsets(topic);
   const queuesWritten: Record<string, number> = {};
   for (const [key, max] of after) {

@@ -2,8 +2,10 @@
  * The relay alone, side by side in one run: OutboxRelay on both transports with batchesInFlight
  * 1 (claim, send, mark one after another), 2 (the default) and 4, after an untimed warm-up, against raw one-by-one sends of
  * the official client with a relay batch's worth (100) in flight. Each round writes N NEW outbox
- * rows with transact (outbox delivery) and drains them with one configuration; the order of the
- * configurations is shuffled per round. Ratios are per round (relay / the same round's raw sends).
+ * rows with transact (outbox delivery) and drains them with one configuration; the raw sends send
+ * the messages of their own round's rows (same body, keys, tag and properties as the relay's).
+ * The order of the configurations is shuffled per round. Ratios are per round (relay / the same
+ * round's raw sends).
  *
  *   npm run rocketmq:start
  *   node -r ts-node/register/transpile-only bench/relay-sweep.ts [--events=3000] [--rounds=3] [--only=lean x2]
@@ -11,106 +13,24 @@
  * Writes bench/results/relay-sweep-<id>.json and prints a table.
  */
 import { writeFileSync } from 'node:fs';
-import { cpus } from 'node:os';
 import path from 'node:path';
-import { performance } from 'node:perf_hooks';
-import type { DataSource } from 'typeorm';
-import { OutboxRelay } from '../src';
 import { seeded, shuffleInPlace } from '../src/testing/random';
-import {
-  ENDPOINTS,
-  TOPICS,
-  intArg,
-  openBenchDataSource,
-  prepareBenchDatabase,
-  quietLogger,
-  sleep,
-} from './lib/env';
-import { rawSends, startRawProducer, writeNewOutboxRows } from './lib/outboxRows';
-import { brokerPid, loadAverage, machineBusyMs, machineDescription, processCpuMs } from './lib/system';
+import { TOPICS, intArg, openBenchDataSource, prepareBenchDatabase } from './lib/env';
+import { RELAY_BATCH as BATCH, type RelayConfig, type TimedRun as Run, timedRun } from './lib/relayRuns';
+import { loadAverage, machineDescription } from './lib/system';
 
-type Config = { name: string; transport?: 'official' | 'lean'; batchesInFlight?: number };
+type Config = RelayConfig & { name: string };
 const CONFIGS: Config[] = [
-  { name: 'raw sends (official, 100 in flight)' },
+  { name: 'raw sends (official, 100 in flight)', raw: true },
   { name: 'relay official x1', transport: 'official', batchesInFlight: 1 },
   { name: 'relay official x2', transport: 'official', batchesInFlight: 2 },
   { name: 'relay lean x1', transport: 'lean', batchesInFlight: 1 },
   { name: 'relay lean x2', transport: 'lean', batchesInFlight: 2 },
   { name: 'relay lean x4', transport: 'lean', batchesInFlight: 4 },
 ];
-const BATCH = 100;
 /** `--only=lean` keeps the configurations whose name contains it (for profiling one of them). */
 const ONLY = process.argv.find((x) => x.startsWith('--only='))?.slice('--only='.length);
 const topic = TOPICS.normal;
-
-interface Run {
-  eventsPerSec: number;
-  /** CPU of this Node process (user + system) per event while draining, in µs. */
-  cpuUsPerEvent: number;
-  /** CPU of the broker process per event, in µs. */
-  brokerUsPerEvent: number;
-  /** Busy CPU of the whole machine (all cores) per event, in µs; and its share of both cores. */
-  machineUsPerEvent: number;
-  machineBusyPct: number;
-}
-
-const BROKER = brokerPid();
-
-/** Starts the CPU counters; the returned function ends them for `events` over `ms`. */
-function cpuMeter(): (events: number, ms: number) => Omit<Run, 'eventsPerSec'> {
-  const own0 = process.cpuUsage();
-  const broker0 = processCpuMs(BROKER);
-  const machine0 = machineBusyMs();
-  return (events, ms) => {
-    const own = process.cpuUsage(own0);
-    const machine = machineBusyMs() - machine0;
-    return {
-      cpuUsPerEvent: (own.user + own.system) / events,
-      brokerUsPerEvent: ((processCpuMs(BROKER) - broker0) * 1000) / events,
-      machineUsPerEvent: (machine * 1000) / events,
-      machineBusyPct: (machine / ms / cpus().length) * 100,
-    };
-  };
-}
-
-async function drain(ds: DataSource, c: Config, n: number): Promise<Run> {
-  const relay = new OutboxRelay({
-    endpoints: ENDPOINTS,
-    dataSource: ds,
-    topics: [topic],
-    batchSize: BATCH,
-    batchesInFlight: c.batchesInFlight ?? 2,
-    pollIntervalMs: 20,
-    reconcileDiscarded: false,
-    startTimeoutMs: 30_000,
-    transport: c.transport ?? 'official',
-    logger: quietLogger,
-  });
-  await relay.start();
-  const meter = cpuMeter();
-  const t0 = performance.now();
-  while (relay.stats.sent + relay.stats.dead < n) {
-    if (performance.now() - t0 > 120_000)
-      throw new Error(`${c.name}: ${relay.stats.sent}/${n} sent in 120 s`);
-    await sleep(5);
-  }
-  const ms = performance.now() - t0;
-  const { sent } = relay.stats;
-  const cpu = meter(sent, ms);
-  await relay.shutdown();
-  return { eventsPerSec: (sent * 1000) / ms, ...cpu };
-}
-
-async function measureRawSends(tag: string, n: number): Promise<Run> {
-  const raw = await startRawProducer(topic);
-  const meter = cpuMeter();
-  const t0 = performance.now();
-  await rawSends(raw, topic, tag, n, BATCH);
-  const ms = performance.now() - t0;
-  const cpu = meter(n, ms);
-  await raw.shutdown().catch(() => undefined);
-  return { eventsPerSec: (n * 1000) / ms, ...cpu };
-}
 
 const median = (xs: number[]): number => {
   const s = [...xs].sort((a, b) => a - b);
@@ -129,16 +49,11 @@ async function main(): Promise<void> {
   await prepareBenchDatabase();
   const ds = await openBenchDataSource(8);
   const random = seeded(Date.now() >>> 0);
-  const configs = CONFIGS.filter(
-    (c) => ONLY === undefined || c.name.includes(ONLY) || c.transport === undefined,
-  );
+  const configs = CONFIGS.filter((c) => ONLY === undefined || c.name.includes(ONLY) || c.raw);
   const runs = new Map<string, Run[]>(configs.map((c) => [c.name, []]));
   const ratios = new Map<string, number[]>(configs.map((c) => [c.name, []]));
-  const measure = async (c: Config, tag: string, count: number): Promise<Run> => {
-    if (c.transport === undefined) return measureRawSends(tag, count);
-    await writeNewOutboxRows(ds, topic, tag, `${tag}-`, count);
-    return drain(ds, c, count);
-  };
+  const measure = (c: Config, tag: string, count: number): Promise<Run> =>
+    timedRun(ds, topic, c, tag, count, 120_000);
   try {
     // Warm-up (not counted): every configuration once on a fifth of the events, so JIT, pools and
     // the broker's caches are warm before the first timed round.

@@ -1,5 +1,5 @@
 /**
- * npm run bench [-- --quick] [-- --profile] [-- --no-java] [-- --no-lean]
+ * npm run bench [-- --quick] [-- --profile] [-- --no-java] [-- --no-official]
  *
  * Transactional produce, side by side in one run on the same broker and database, the columns
  * interleaved in short rounds so the noise of a shared machine hits all of them:
@@ -8,7 +8,7 @@
  *             tx_record, half, outbox row, commit, end; awaits the outcome)
  *   baseline  raw rocketmq-client-nodejs + mysql2, hand-written (half, tx_record, business row, commit, end)
  *   raw       raw client, half + end, no database (the upper bound)
- *   lean      ours with transport: 'lean' (SendMessage/EndTransaction over src/broker/lean)
+ *   official  ours with transport: 'official' (every call through rocketmq-client-nodejs)
  *   rawlean   raw over the lean transport (LeanGateway: half + end, no database)
  *   java      rocketmq-client-java 5 + MariaDB Connector/J, the baseline's steps (bench/java)
  * then producer-process scaling, the correctness check (every committed message received, no
@@ -19,6 +19,7 @@ import { execFileSync } from 'node:child_process';
 import { copyFileSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { checkBackPhase, type CheckBackReport } from './phases/checkBack';
+import { storm, type StormResult } from './phases/checkBackStorm';
 import { relayConsumerPhase, type RelayConsumerReport } from './phases/relayConsumer';
 import { Collector, type DrainReport } from './lib/collector';
 import {
@@ -33,6 +34,7 @@ import {
   prepareBenchDatabase,
 } from './lib/env';
 import { summarizeProfiles } from './lib/profile';
+import type { TimedRun } from './lib/relayRuns';
 import {
   fmt,
   markdownTable,
@@ -53,7 +55,7 @@ import {
 } from './lib/system';
 import { Worker, nodeWorkerSpec, type CheckBackCounts, type RunResult, type WorkerSpec } from './lib/worker';
 
-type Column = 'ours' | 'publish' | 'lean' | 'baseline' | 'raw' | 'rawlean' | 'java';
+type Column = 'ours' | 'publish' | 'official' | 'baseline' | 'raw' | 'rawlean' | 'java';
 
 interface Settings {
   mode: 'quick' | 'full';
@@ -66,12 +68,16 @@ interface Settings {
   scalingRounds: number;
   checkBackN: number;
   relayN: number;
+  /** Interleaved rounds of the relay columns (relay, relay official, raw sends). */
+  relayRounds: number;
+  /** Check-backs of the flooded storm (the fence's rate, not the broker's check interval). */
+  stormChecks: number;
   memoryTx: number;
   memoryConcurrency: number;
   profile: boolean;
   java: boolean;
-  /** The `lean` and `rawlean` columns (the lean transport); `--no-lean` skips them. */
-  lean: boolean;
+  /** The transport comparison columns `official` and `rawlean`; `--no-official` skips them. */
+  official: boolean;
 }
 
 /** One line of the scaling table: k producer processes of `ours`. */
@@ -134,11 +140,13 @@ function parseArgs(argv: string[]): Settings {
     scalingRounds: num('scaling-rounds', quick ? 1 : 2),
     checkBackN: num('checkback', quick ? 100 : 1000),
     relayN: num('relay', quick ? 2000 : 4000),
+    relayRounds: num('relay-rounds', quick ? 3 : 5),
+    stormChecks: num('storm', quick ? 1000 : 2000),
     memoryTx: num('memory', quick ? 3000 : 100_000),
     memoryConcurrency: 64,
     profile: argv.includes('--profile'),
     java: !argv.includes('--no-java'),
-    lean: !argv.includes('--no-lean'),
+    official: !argv.includes('--no-official'),
   };
 }
 
@@ -148,7 +156,7 @@ const TMP = path.join(RESULTS, 'tmp');
 const COLORS: Record<Column, string> = {
   ours: '#d62728',
   publish: '#9467bd',
-  lean: '#ff7f0e',
+  official: '#ff7f0e',
   baseline: '#1f77b4',
   rawlean: '#bcbd22',
   raw: '#7f7f7f',
@@ -270,9 +278,9 @@ async function main(): Promise<void> {
     publish: nodeWorkerSpec('publish', 'publish', TOPICS.publish, GROUPS.publish),
     baseline: nodeWorkerSpec('baseline', 'baseline', TOPICS.baseline, GROUPS.baseline, profFlags('baseline')),
     raw: nodeWorkerSpec('raw', 'raw', TOPICS.raw, GROUPS.raw),
-    ...(s.lean
+    ...(s.official
       ? {
-          lean: nodeWorkerSpec('lean', 'lean', TOPICS.lean, GROUPS.lean),
+          official: nodeWorkerSpec('official', 'official', TOPICS.official, GROUPS.official),
           rawlean: nodeWorkerSpec('rawlean', 'rawlean', TOPICS.rawlean, GROUPS.rawlean),
         }
       : {}),
@@ -287,7 +295,7 @@ async function main(): Promise<void> {
     javaSkipped = '--no-java';
   }
   if (javaSkipped) log(`java column skipped: ${javaSkipped}`);
-  const columns = (['ours', 'publish', 'lean', 'baseline', 'raw', 'rawlean', 'java'] as Column[]).filter(
+  const columns = (['ours', 'publish', 'official', 'baseline', 'raw', 'rawlean', 'java'] as Column[]).filter(
     (c) => specs[c],
   );
 
@@ -347,9 +355,9 @@ async function main(): Promise<void> {
       tps: number[];
       p99: number[];
       tpsJava: number[];
-      leanTps: number[];
-      leanP99: number[];
-      leanOverOurs: number[];
+      officialTps: number[];
+      officialP99: number[];
+      oursOverOfficial: number[];
       rawleanOverRaw: number[];
       publishOverOurs: number[];
       publishP99OverOurs: number[];
@@ -386,16 +394,16 @@ async function main(): Promise<void> {
       const ours = per.get('ours')!.rounds[round];
       const base = per.get('baseline')!.rounds[round];
       const java = per.get('java')?.rounds[round];
-      const lean = per.get('lean')?.rounds[round];
+      const official = per.get('official')?.rounds[round];
       const raw = per.get('raw')?.rounds[round];
       const rawlean = per.get('rawlean')?.rounds[round];
       const rr = ratioRounds.get(conc) ?? {
         tps: [],
         p99: [],
         tpsJava: [],
-        leanTps: [],
-        leanP99: [],
-        leanOverOurs: [],
+        officialTps: [],
+        officialP99: [],
+        oursOverOfficial: [],
         rawleanOverRaw: [],
         publishOverOurs: [],
         publishP99OverOurs: [],
@@ -405,11 +413,11 @@ async function main(): Promise<void> {
         rr.p99.push(ours.p99 / base.p99);
       }
       if (ours && java) rr.tpsJava.push(ours.tps / java.tps);
-      if (lean && base) {
-        rr.leanTps.push(lean.tps / base.tps);
-        rr.leanP99.push(lean.p99 / base.p99);
+      if (official && base) {
+        rr.officialTps.push(official.tps / base.tps);
+        rr.officialP99.push(official.p99 / base.p99);
       }
-      if (lean && ours) rr.leanOverOurs.push(lean.tps / ours.tps);
+      if (official && ours) rr.oursOverOfficial.push(ours.tps / official.tps);
       if (rawlean && raw) rr.rawleanOverRaw.push(rawlean.tps / raw.tps);
       const pub = per.get('publish')?.rounds[round];
       if (pub && ours) {
@@ -521,10 +529,31 @@ async function main(): Promise<void> {
   }
   await Promise.all([...collectors.values()].map((c) => c.stop()));
 
-  log(`relay and consumer: ${s.relayN} events`);
+  // The check-back rate with the producer flooded: one instance with the producer's defaults
+  // (checkBack.concurrency 4, the batched fence), its pool shared with 4 business writers, every
+  // check at once; no broker, so the broker's check interval does not bound it.
+  log(`check-back storm: ${s.stormChecks} checks at once, producer flooded`);
+  let checkBackStorm: StormResult | undefined;
+  try {
+    checkBackStorm = await storm(1, 4, {
+      checks: s.stormChecks,
+      held: 0,
+      holdMs: 0,
+      pool: 10,
+      flood: 4,
+      reaskMs: 20,
+    });
+    log(
+      `  ${checkBackStorm.resolved}/${checkBackStorm.checks} resolved (${checkBackStorm.wrong} wrong), ${fmt(checkBackStorm.resolvedPerSec, 0)}/s`,
+    );
+  } catch (err) {
+    log(`  check-back storm failed: ${String(err)}`);
+  }
+
+  log(`relay and consumer: ${s.relayN} events, ${s.relayRounds} relay rounds`);
   let relay: RelayConsumerReport | undefined;
   try {
-    relay = await relayConsumerPhase(ds, TOPICS.normal, runId, s.relayN, 120_000, s.lean);
+    relay = await relayConsumerPhase(ds, TOPICS.normal, runId, s.relayN, s.relayRounds, 120_000, s.official);
     log('  relay and consumer done');
   } catch (err) {
     log(`  relay/consumer phase failed: ${String(err)}`);
@@ -573,7 +602,9 @@ async function main(): Promise<void> {
   const correct =
     drains.every(ok) &&
     (checkBack === undefined || (checkBack.wrong === 0 && checkBack.unresolved === 0)) &&
-    (checkBackDrain === undefined || ok(checkBackDrain));
+    (checkBackDrain === undefined || ok(checkBackDrain)) &&
+    (checkBackStorm === undefined ||
+      (checkBackStorm.wrong === 0 && checkBackStorm.resolved === checkBackStorm.checks));
   const report = {
     runId,
     mode: s.mode,
@@ -592,11 +623,11 @@ async function main(): Promise<void> {
       oursOverBaselineTps: spread(r.tps),
       oursOverBaselineP99: spread(r.p99),
       oursOverJavaTps: spread(r.tpsJava),
-      ...(r.leanTps.length
+      ...(r.officialTps.length
         ? {
-            leanOverBaselineTps: spread(r.leanTps),
-            leanOverBaselineP99: spread(r.leanP99),
-            leanOverOursTps: spread(r.leanOverOurs),
+            officialOverBaselineTps: spread(r.officialTps),
+            officialOverBaselineP99: spread(r.officialP99),
+            oursOverOfficialTps: spread(r.oursOverOfficial),
             rawleanOverRawTps: spread(r.rawleanOverRaw),
           }
         : {}),
@@ -609,6 +640,7 @@ async function main(): Promise<void> {
     })),
     scaling,
     checkBack: checkBack && { ...checkBack, committedKeys: undefined, rolledBackKeys: undefined },
+    checkBackStorm,
     relay,
     memory,
     profile,
@@ -629,6 +661,11 @@ async function main(): Promise<void> {
         resolved: checkBack.resolved,
         wrong: checkBack.wrong,
         unresolved: checkBack.unresolved,
+      },
+      checkBackStorm: checkBackStorm && {
+        checks: checkBackStorm.checks,
+        resolved: checkBackStorm.resolved,
+        wrong: checkBackStorm.wrong,
       },
     };
     writeFileSync(path.join(RESULTS, `${runId}.json`), JSON.stringify(failure, null, 2) + '\n');
@@ -666,9 +703,9 @@ type Report = {
     oursOverBaselineTps: Spread;
     oursOverBaselineP99: Spread;
     oursOverJavaTps: Spread;
-    leanOverBaselineTps?: Spread;
-    leanOverBaselineP99?: Spread;
-    leanOverOursTps?: Spread;
+    officialOverBaselineTps?: Spread;
+    officialOverBaselineP99?: Spread;
+    oursOverOfficialTps?: Spread;
     rawleanOverRawTps?: Spread;
     publishOverOursTps?: Spread;
     publishOverOursP99?: Spread;
@@ -676,6 +713,7 @@ type Report = {
   scaling: ScalingRow[];
   checkBack:
     (Omit<CheckBackReport, 'committedKeys' | 'rolledBackKeys'> & Record<string, unknown>) | undefined;
+  checkBackStorm: StormResult | undefined;
   relay: RelayConsumerReport | undefined;
   memory: {
     transactions: number;
@@ -715,6 +753,10 @@ function renderFailure(r: Report): string {
     out.push(
       `- check-back phase: ${r.checkBack.resolved}/${r.checkBack.inDoubt} resolved, ${r.checkBack.wrong} wrong, ${r.checkBack.unresolved} unresolved`,
     );
+  }
+  if (r.checkBackStorm) {
+    const st = r.checkBackStorm;
+    out.push(`- check-back storm: ${st.resolved}/${st.checks} resolved, ${st.wrong} wrong`);
   }
   out.push('');
   return out.join('\n');
@@ -810,19 +852,19 @@ function renderMarkdown(r: Report, columns: Column[], s: Settings): string {
     ),
     '',
   );
-  if (r.ratios.some((x) => x.leanOverOursTps)) {
+  if (r.ratios.some((x) => x.oursOverOfficialTps)) {
     out.push(
-      "The lean transport (`transport: 'lean'`, src/broker/lean): `lean` is `ours` with it, `rawlean` is `raw` with it. Ratios per round, median (min–max):",
+      "The transports: `ours` runs on the default, `transport: 'lean'` (src/broker/lean); `official` is `ours` with `transport: 'official'` (rocketmq-client-nodejs for every call); `rawlean` is `raw` over the lean transport. Ratios per round, median (min–max):",
       '',
     );
     out.push(
       markdownTable(
-        ['conc', 'lean/baseline tx/s', 'lean/baseline p99', 'lean/ours tx/s', 'rawlean/raw tx/s'],
+        ['conc', 'official/baseline tx/s', 'official/baseline p99', 'ours/official tx/s', 'rawlean/raw tx/s'],
         r.ratios.map((x) => [
           String(x.concurrency),
-          x.leanOverBaselineTps ? range(x.leanOverBaselineTps, 2) : '-',
-          x.leanOverBaselineP99 ? range(x.leanOverBaselineP99, 2) : '-',
-          x.leanOverOursTps ? range(x.leanOverOursTps, 2) : '-',
+          x.officialOverBaselineTps ? range(x.officialOverBaselineTps, 2) : '-',
+          x.officialOverBaselineP99 ? range(x.officialOverBaselineP99, 2) : '-',
+          x.oursOverOfficialTps ? range(x.oursOverOfficialTps, 2) : '-',
           x.rawleanOverRawTps ? range(x.rawleanOverRawTps, 2) : '-',
         ]),
       ),
@@ -881,14 +923,38 @@ function renderMarkdown(r: Report, columns: Column[], s: Settings): string {
       '',
     );
   }
+  if (r.checkBackStorm) {
+    const st = r.checkBackStorm;
+    out.push(
+      `Check-back with the producer flooded (bench/phases/checkBackStorm.ts; no broker): ${st.checks} in-doubt transactions checked at once on one instance with the producer's defaults` +
+        ` (checkBack.concurrency ${st.concurrency}, the batched fence), its pool of ${st.poolPerInstance} shared with 4 business writers: ${st.resolved} resolved (${st.wrong} wrong)` +
+        ` at **${fmt(st.resolvedPerSec, 0)} resolved/s** (target 2,000: ${st.resolvedPerSec >= 2000 && st.wrong === 0 && st.resolved === st.checks ? 'yes' : 'no'});` +
+        ` ${st.asks} checks sent (at most ${st.maxAsks} per transaction), check p99 ${fmt(st.checkMsP99, 0)} ms, ${st.lockTimeouts} lock timeouts, ${st.shed} shed;` +
+        ` business ${fmt(st.businessTxPerSecBefore, 0)} tx/s before, ${fmt(st.businessTxPerSecDuring, 0)} during.`,
+      '',
+    );
+  }
   if (r.relay) {
     const x = r.relay;
+    const med = (runs: readonly TimedRun[], f: (t: TimedRun) => number): number => spread(runs.map(f)).median;
+    const rates = (runs: readonly TimedRun[]): string => runs.map((t) => fmt(t.eventsPerSec, 0)).join(', ');
+    const ratio = (sp: Spread): string => `${fmt(sp.median, 2)}x (${fmt(sp.min, 2)}–${fmt(sp.max, 2)})`;
+    const cpu = (runs: readonly TimedRun[]): string =>
+      [
+        med(runs, (t) => t.cpuUsPerEvent),
+        med(runs, (t) => t.brokerUsPerEvent),
+        med(runs, (t) => t.machineUsPerEvent),
+      ]
+        .map((v) => fmt(v, 0))
+        .join(' / ');
     out.push(
-      `Relay: ${x.events} NEW outbox rows delivered at ${fmt(x.relay.eventsPerSec, 0)} events/s (batch ${x.relay.batchSize}) vs raw sends of as many messages` +
-        ` ${fmt(x.rawSend.eventsPerSec, 0)} events/s (${x.rawSend.concurrency} in flight): ${fmt(x.relayOverRawSend, 2)}x` +
-        (x.relayLean && x.relayLeanOverRawSend !== undefined
-          ? `; the relay with transport 'lean' ${fmt(x.relayLean.eventsPerSec, 0)} events/s: ${fmt(x.relayLeanOverRawSend, 2)}x.`
+      `Relay: ${x.rounds} interleaved rounds of ${x.events} events each (columns shuffled per round). OutboxRelay (batch ${x.batchSize}) draining NEW outbox rows` +
+        ` ${rates(x.relay)} events/s vs raw one-by-one official sends ${rates(x.rawSend)} events/s (${x.rawSendConcurrency} in flight):` +
+        ` ${ratio(x.relayOverRawSend)} per round` +
+        (x.relayOfficial && x.relayOfficialOverRawSend
+          ? `; the relay with transport 'official' ${rates(x.relayOfficial)} events/s: ${ratio(x.relayOfficialOverRawSend)}.`
           : '.') +
+        ` CPU µs per event, median (this process / broker / machine): relay ${cpu(x.relay)}, raw sends ${cpu(x.rawSend)}.` +
         ` Consumer: IdempotentConsumer (concurrency ${x.idempotentConsumer.concurrency}) ${fmt(x.idempotentConsumer.eventsPerSec, 0)} events/s vs raw SimpleConsumer` +
         ` ${fmt(x.rawConsumer.eventsPerSec, 0)} events/s: ${fmt(x.idempotentOverRaw, 2)}x.`,
       '',

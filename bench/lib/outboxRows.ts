@@ -1,4 +1,4 @@
-/** Shared by the relay phase and the relay sweep: NEW outbox rows to drain, and a raw sender. */
+/** Shared by the relay phase and the relay sweep: NEW outbox rows to drain, and a raw producer. */
 import { Producer } from 'rocketmq-client-nodejs';
 import type { DataSource } from 'typeorm';
 import { TransactionalProducer, defineEvent } from '../../src';
@@ -71,27 +71,4 @@ export async function startRawProducer(topic: string): Promise<Producer> {
     accessKey: undefined,
   });
   return raw;
-}
-
-/** `count` one-by-one sends with `inFlight` at a time; resolves with how many failed. */
-export async function rawSends(
-  raw: Producer,
-  topic: string,
-  tag: string,
-  count: number,
-  inFlight: number,
-): Promise<number> {
-  let next = 0;
-  let errors = 0;
-  await Promise.all(
-    Array.from({ length: inFlight }, async () => {
-      while (next < count) {
-        const i = next++;
-        await raw
-          .send({ topic, tag, keys: [`${tag}-${i}`], body: Buffer.from(JSON.stringify({ i })) })
-          .catch(() => errors++);
-      }
-    }),
-  );
-  return errors;
 }

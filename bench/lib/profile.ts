@@ -1,5 +1,6 @@
 /** Top self-time frames of the V8 CPU profiles (`node --cpu-prof`) in a directory tree. */
-import { existsSync, readFileSync, readdirSync, statSync } from 'node:fs';
+import { existsSync, mkdirSync, readFileSync, readdirSync, statSync, writeFileSync } from 'node:fs';
+import { Session } from 'node:inspector';
 import path from 'node:path';
 
 interface ProfileNode {
@@ -58,6 +59,26 @@ export function summarizeProfiles(dir: string, root: string, top = 15): string {
     }
   }
   return lines.join('\n');
+}
+
+/**
+ * Starts a V8 CPU profile of this process when `dir` is set; the returned function stops it and
+ * writes <dir>/<name>.cpuprofile (for one timed section alone, not the set-up around it).
+ */
+export async function startProfile(dir: string | undefined, name: string): Promise<() => Promise<void>> {
+  if (!dir) return async () => undefined;
+  const session = new Session();
+  session.connect();
+  const post = (method: string): Promise<unknown> =>
+    new Promise((resolve, reject) => session.post(method, (err, res) => (err ? reject(err) : resolve(res))));
+  await post('Profiler.enable');
+  await post('Profiler.start');
+  return async () => {
+    const { profile } = (await post('Profiler.stop')) as { profile: unknown };
+    mkdirSync(dir, { recursive: true });
+    writeFileSync(path.join(dir, `${name}.cpuprofile`), JSON.stringify(profile));
+    session.disconnect();
+  };
 }
 
 if (require.main === module) {

@@ -37,7 +37,7 @@ const ROOT = path.resolve(__dirname, '..', '..');
 
 export function nodeWorkerSpec(
   name: string,
-  mode: 'ours' | 'publish' | 'lean' | 'baseline' | 'raw' | 'rawlean',
+  mode: 'ours' | 'publish' | 'official' | 'baseline' | 'raw' | 'rawlean',
   topic: string,
   group: string,
   nodeFlags: string[] = [],

@@ -5,28 +5,29 @@
  */
 import { performance } from 'node:perf_hooks';
 import type { DataSource } from 'typeorm';
-import { IdempotentConsumer, OutboxRelay, on } from '../../src';
+import { IdempotentConsumer, on } from '../../src';
+import { seeded, shuffleInPlace } from '../../src/testing/random';
 import { Collector } from '../lib/collector';
 import { ENDPOINTS, sleep } from '../lib/env';
-import { BenchEvent, rawSends, startRawProducer, writeNewOutboxRows } from '../lib/outboxRows';
-
-interface RelayRun {
-  elapsedMs: number;
-  eventsPerSec: number;
-  batchSize: number;
-  sent: number;
-  failed: number;
-}
+import { BenchEvent } from '../lib/outboxRows';
+import { RELAY_BATCH, type RelayConfig, type TimedRun, timedRun } from '../lib/relayRuns';
+import { type Spread, spread } from '../lib/stats';
 
 export interface RelayConsumerReport {
   events: number;
-  /** OutboxRelay over the official client. */
-  relay: RelayRun;
-  /** OutboxRelay with transport 'lean' (when the bench runs the lean columns). */
-  relayLean?: RelayRun;
-  relayLeanOverRawSend?: number;
-  rawSend: { elapsedMs: number; eventsPerSec: number; concurrency: number; errors: number };
-  relayOverRawSend: number;
+  /** Timed rounds; in each, every column runs once on `events` events, in a shuffled order. */
+  rounds: number;
+  batchSize: number;
+  /** OutboxRelay with the default transport (lean), one run per round. */
+  relay: TimedRun[];
+  /** OutboxRelay with transport 'official' (when the bench runs the transport comparison). */
+  relayOfficial?: TimedRun[];
+  /** Raw one-by-one sends of the official client, a relay batch's worth in flight. */
+  rawSend: TimedRun[];
+  rawSendConcurrency: number;
+  /** Per round: relay / the same round's raw sends. */
+  relayOverRawSend: Spread;
+  relayOfficialOverRawSend?: Spread;
   rawConsumer: { elapsedMs: number; eventsPerSec: number; received: number };
   idempotentConsumer: { elapsedMs: number; eventsPerSec: number; handled: number; concurrency: number };
   idempotentOverRaw: number;
@@ -39,13 +40,21 @@ async function until(cond: () => boolean, timeoutMs: number): Promise<void> {
   while (!cond() && Date.now() < deadline) await sleep(20);
 }
 
+type Column = 'relay' | 'relayOfficial' | 'rawSend';
+const CONFIG: Record<Column, RelayConfig> = {
+  relay: {},
+  relayOfficial: { transport: 'official' },
+  rawSend: { raw: true },
+};
+
 export async function relayConsumerPhase(
   ds: DataSource,
   topic: string,
   tag: string,
   n: number,
+  rounds: number,
   timeoutMs: number,
-  withLean: boolean,
+  withOfficial: boolean,
 ): Promise<RelayConsumerReport> {
   const relayTag = `${tag}R`;
   const rawGroup = `rmqtx_bench_raw_consumer_${tag}`;
@@ -73,66 +82,32 @@ export async function relayConsumerPhase(
   await sleep(6000);
   await register.shutdown();
 
-  const writeNewRows = (rowTag: string, prefix: string, count = n): Promise<string[]> =>
-    writeNewOutboxRows(ds, topic, rowTag, `${tag}-${prefix}`, count);
+  const columns: Column[] = withOfficial ? ['relay', 'relayOfficial', 'rawSend'] : ['relay', 'rawSend'];
+  const run = (column: Column, rowTag: string, count: number): Promise<TimedRun> =>
+    timedRun(ds, topic, CONFIG[column], rowTag, count, timeoutMs);
 
-  const batchSize = 100;
-  // An OutboxRelay over the given transport draining the n NEW rows just written.
-  const drainWithRelay = async (transport: 'official' | 'lean', count = n): Promise<RelayRun> => {
-    const relay = new OutboxRelay({
-      endpoints: ENDPOINTS,
-      dataSource: ds,
-      topics: [topic],
-      batchSize,
-      pollIntervalMs: 20,
-      reconcileDiscarded: false,
-      startTimeoutMs: 30_000,
-      transport,
-    });
-    await relay.start();
-    const r0 = performance.now();
-    await until(() => relay.stats.sent + relay.stats.dead >= count, timeoutMs);
-    const elapsedMs = performance.now() - r0;
-    const stats = { ...relay.stats };
-    await relay.shutdown();
-    return {
-      elapsedMs,
-      eventsPerSec: rate(stats.sent, elapsedMs),
-      batchSize,
-      sent: stats.sent,
-      failed: stats.failed,
-    };
-  };
-
-  // Warm-up, untimed: each transport drains a few batches first (JIT, pools, the broker's caches),
-  // and the raw producer below sends as many before its timed run.
+  // Warm-up, untimed: every column once on a few batches (JIT, pools, the broker's caches).
   const warmN = Math.min(n, 500);
-  await writeNewRows(`${tag}W`, 'w', warmN);
-  await drainWithRelay('official', warmN);
-  if (withLean) {
-    await writeNewRows(`${tag}W`, 'wl', warmN);
-    await drainWithRelay('lean', warmN);
+  for (const column of columns) await run(column, `${tag}W${column}`, warmN);
+  // Timed rounds, the columns in a shuffled order each round. Only the default relay's rows of
+  // round 0 carry relayTag: the consumers below consume exactly those n events.
+  const runs: Record<Column, TimedRun[]> = { relay: [], relayOfficial: [], rawSend: [] };
+  const random = seeded(Date.now() >>> 0);
+  for (let r = 0; r < rounds; r++) {
+    const order = [...columns];
+    shuffleInPlace(order, random);
+    for (const column of order) {
+      const rowTag = column === 'relay' && r === 0 ? relayTag : `${tag}${column}${r}`;
+      runs[column].push(await run(column, rowTag, n));
+    }
   }
-  const keys = await writeNewRows(relayTag, 'ev');
-  const relay = await drainWithRelay('official');
-  // The same over the lean transport, on rows of another tag (the consumers below do not see them).
-  const relayLean = withLean
-    ? (await writeNewRows(`${tag}L`, 'lv'), await drainWithRelay('lean'))
-    : undefined;
+  const keys = Array.from({ length: n }, (_, i) => `${relayTag}-${i}`);
+  const perRound = (column: Column): Spread =>
+    spread(runs[column].map((x, r) => x.eventsPerSec / runs.rawSend[r]!.eventsPerSec));
 
-  // The same number of normal messages with the raw client, as many in flight as a relay batch
-  // (after as many untimed sends as the relays' warm-up).
-  const raw = await startRawProducer(topic);
-  await rawSends(raw, topic, `${tag}W`, warmN, batchSize);
-  const s0 = performance.now();
-  const errors = await rawSends(raw, topic, `${tag}S`, n, batchSize);
-  const sent = n - errors;
-  const rawSendMs = performance.now() - s0;
-  await raw.shutdown().catch(() => undefined);
-
-  const c0 = performance.now();
+  // Timed to the last event's arrival: the drain's closing empty long poll (5 s) is not work.
   const drained = await rawConsumer.drain(keys, [], timeoutMs);
-  const rawConsumeMs = performance.now() - c0;
+  const rawConsumeMs = drained.allArrivedMs;
   await rawConsumer.stop();
 
   const concurrency = 16;
@@ -143,13 +118,17 @@ export async function relayConsumerPhase(
   const idemMs = performance.now() - i0;
   await consumer.shutdown();
 
-  const rawSendRate = rate(sent, rawSendMs);
   return {
     events: n,
-    relay,
-    ...(relayLean ? { relayLean, relayLeanOverRawSend: relayLean.eventsPerSec / rawSendRate } : {}),
-    rawSend: { elapsedMs: rawSendMs, eventsPerSec: rawSendRate, concurrency: batchSize, errors },
-    relayOverRawSend: relay.eventsPerSec / rawSendRate,
+    rounds,
+    batchSize: RELAY_BATCH,
+    relay: runs.relay,
+    ...(withOfficial
+      ? { relayOfficial: runs.relayOfficial, relayOfficialOverRawSend: perRound('relayOfficial') }
+      : {}),
+    rawSend: runs.rawSend,
+    rawSendConcurrency: RELAY_BATCH,
+    relayOverRawSend: perRound('relay'),
     rawConsumer: {
       elapsedMs: rawConsumeMs,
       eventsPerSec: rate(drained.received, rawConsumeMs),
