@@ -100,6 +100,17 @@ async function main() {
   const extra = process.argv.slice(2);
   /** Failed tests per step, from each run's JSON results (printed in the summary). */
   const failed = new Map();
+  /** Seconds each step took (printed in the summary, to keep CI inside its budget). */
+  const seconds = new Map();
+  const timed = (step, run) => {
+    const started = Date.now();
+    const done = (code) => {
+      seconds.set(step, (Date.now() - started) / 1000);
+      return code;
+    };
+    const code = run();
+    return code instanceof Promise ? code.then(done) : done(code);
+  };
   const runJest = (args, env = process.env, step) => {
     console.log(`[test] jest ${args.join(' ')}`);
     const out = step ? jsonOutput(step) : undefined;
@@ -120,53 +131,68 @@ async function main() {
     main: 'unit + integration (MariaDB)',
     isolated: 'isolated (MariaDB)',
     contract: 'store contract (MariaDB, PostgreSQL)',
-    postgres: 'component suites (PostgreSQL)',
+    postgres: 'component suites (PostgreSQL, official transport)',
     kills: 'producer kills (PostgreSQL)',
   };
-  const main = runJest(
-    ['--maxWorkers=2', '--forceExit', '--selectProjects', 'unit', 'integration'],
-    process.env,
-    STEPS.main,
+  const main = timed(STEPS.main, () =>
+    runJest(
+      ['--maxWorkers=2', '--forceExit', '--selectProjects', 'unit', 'integration'],
+      process.env,
+      STEPS.main,
+    ),
   );
   // --forceExit (here and below): after a broker outage the client library's reconnect timers can
   // outlive a failed test; a hang would cost CI its whole budget, a failure is reported either way.
-  const isolated = runJest(
-    ['--runInBand', '--forceExit', '--passWithNoTests', '--selectProjects', 'isolated'],
-    process.env,
-    STEPS.isolated,
+  const isolated = timed(STEPS.isolated, () =>
+    runJest(
+      ['--runInBand', '--forceExit', '--passWithNoTests', '--selectProjects', 'isolated'],
+      process.env,
+      STEPS.isolated,
+    ),
   );
   // The store contract on every supported database, one after the other (each in band).
-  const contract = await runContract([], (lines) => failed.set(STEPS.contract, lines));
-  // The components again on PostgreSQL (the contract run above checked that it answers).
+  const contract = await timed(STEPS.contract, () =>
+    runContract([], (lines) => failed.set(STEPS.contract, lines)),
+  );
+  // The components again on PostgreSQL (the contract run above checked that it answers), with
+  // the producers on the official client (ROCKETMQ_TX_TRANSPORT, test/helpers/env.ts): the
+  // default transport is lean, and this keeps `transport: 'official'` under the same suites.
   const pgUrl = postgresUrl();
-  console.log(`[test] component suites on PostgreSQL at ${maskUrl(pgUrl)}`);
-  const postgres = runJest(
-    [
-      '--maxWorkers=2',
-      '--forceExit',
-      '--selectProjects',
-      'integration',
-      '--testPathPattern',
-      `test/integration/(${POSTGRES_COMPONENT_SUITES.join('|')})\\.test\\.ts$`,
-    ],
-    { ...process.env, ROCKETMQ_TX_DB_URL: pgUrl },
-    STEPS.postgres,
+  const pgTransport = process.env.ROCKETMQ_TX_TRANSPORT || 'official';
+  console.log(
+    `[test] component suites on PostgreSQL at ${maskUrl(pgUrl)}, producers on transport ${pgTransport}`,
+  );
+  const postgres = timed(STEPS.postgres, () =>
+    runJest(
+      [
+        '--maxWorkers=2',
+        '--forceExit',
+        '--selectProjects',
+        'integration',
+        '--testPathPattern',
+        `test/integration/(${POSTGRES_COMPONENT_SUITES.join('|')})\\.test\\.ts$`,
+      ],
+      { ...process.env, ROCKETMQ_TX_DB_URL: pgUrl, ROCKETMQ_TX_TRANSPORT: pgTransport },
+      STEPS.postgres,
+    ),
   );
   // The producer-kills scenario on PostgreSQL, short so CI stays bounded: the check-max-5 case only
   // (the shared broker; the check-max-1 broker is not started), with KILL_TEST_KILLS kills (6).
-  const kills = runJest(
-    [
-      '--runInBand',
-      '--forceExit',
-      '--selectProjects',
-      'isolated',
-      '--testPathPattern',
-      'test/integration/producer-kills\\.isolated\\.test\\.ts$',
-      '--testNamePattern',
-      'check max 5',
-    ],
-    { ...process.env, ROCKETMQ_TX_DB_URL: pgUrl, KILL_TEST_KILLS: process.env.KILL_TEST_PG_KILLS || '6' },
-    STEPS.kills,
+  const kills = timed(STEPS.kills, () =>
+    runJest(
+      [
+        '--runInBand',
+        '--forceExit',
+        '--selectProjects',
+        'isolated',
+        '--testPathPattern',
+        'test/integration/producer-kills\\.isolated\\.test\\.ts$',
+        '--testNamePattern',
+        'check max 5',
+      ],
+      { ...process.env, ROCKETMQ_TX_DB_URL: pgUrl, KILL_TEST_KILLS: process.env.KILL_TEST_PG_KILLS || '6' },
+      STEPS.kills,
+    ),
   );
   // One line per step at the very end, so a truncated CI log still says which step failed.
   const steps = [
@@ -178,7 +204,8 @@ async function main() {
   ];
   console.log(`[test] summary after ${((Date.now() - t0) / 1000).toFixed(0)} s:`);
   for (const [name, code] of steps) {
-    console.log(`[test]   ${code === 0 ? 'passed' : `FAILED (exit ${code})`}  ${name}`);
+    const took = seconds.has(name) ? ` (${seconds.get(name).toFixed(0)} s)` : '';
+    console.log(`[test]   ${code === 0 ? 'passed' : `FAILED (exit ${code})`}  ${name}${took}`);
     for (const line of failed.get(name) ?? []) console.log(`[test]       ✕ ${line}`);
   }
   return steps.map(([, code]) => code).find((code) => code !== 0) ?? 0;
