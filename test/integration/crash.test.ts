@@ -82,11 +82,16 @@ describe('crash windows: producer killed with SIGKILL, resolved by another insta
     }
     await flush();
     // At least once: two check-backs answered COMMIT can both commit the half message (seen under
-    // load); any copy must be the same message with the same eventId.
+    // load): same messageId. A check that commits the half after the survivor's discard horizon
+    // (15 s here, the broker's ~12 s) meets the survivor's republish: another messageId (CI saw it
+    // on PostgreSQL). Every copy carries the one eventId; a second messageId needs a republish.
+    let extraMessageIds = 0;
     for (const { txId } of runs) {
       const copies = collector.withProperty('TX_ID', txId);
       expect(copies.length).toBeGreaterThanOrEqual(1);
-      expect(new Set(copies.map((c) => `${c.messageId}/${c.properties.EVENT_ID}`)).size).toBe(1);
+      expect(new Set(copies.map((c) => c.properties.EVENT_ID)).size).toBe(1);
+      extraMessageIds += new Set(copies.map((c) => c.messageId)).size - 1;
     }
+    expect(extraMessageIds).toBeLessThanOrEqual(survivor.stats.discardRecovery?.republished ?? 0);
   });
 });
