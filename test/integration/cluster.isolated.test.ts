@@ -268,10 +268,15 @@ describe('a two-broker cluster behind a Cluster-mode proxy', () => {
     });
   }, 600_000);
 
-  it('the proxy SIGKILLed and restarted mid-load (2 producer kills): nothing lost, nothing invented', async () => {
+  // confirmBy 'delivery', as docs/cluster.md prescribes for a Cluster-mode proxy: the proxy answers
+  // a commit OK once its one-way request to the broker is written; killed at that moment, the
+  // commit dies with it, and the half's checks while the proxy is down reach nobody. With the
+  // default confirmBy this run once lost 1 of 1,037 committed events (confirmed, discarded).
+  it("the proxy SIGKILLed and restarted mid-load (confirmBy 'delivery', 2 producer kills): nothing lost, nothing invented", async () => {
     await faultUnderLoad('proxy killed', {
       topic: 'rmqtx_tx_23',
       kills: 2,
+      confirmBy: 'delivery',
       afterKill: async (kills) => {
         if (kills === 1) {
           await kill('proxy');
