@@ -68,6 +68,9 @@ describe("the producer's built-in discard recovery, against the real broker and 
   });
 
   it('a committed event the broker discards after its check max is republished once, same eventId, and marked SENT', async () => {
+    // The topic's rows left by other suites in this database (the cluster suite shares it) are
+    // not this test's: its status check below compares with them.
+    const leftOver = (await collectStatus(ds, { topics: [TOPIC] })).inDoubt.byState.republishing.events;
     const r = await producer.transact(
       [
         { topic: TOPIC, body: { discarded: 1 } },
@@ -112,6 +115,6 @@ describe("the producer's built-in discard recovery, against the real broker and 
       expect(got[0]!.body).toBe(`{"discarded":${i + 1}}`);
     }
     const after = await collectStatus(ds, { topics: [TOPIC] });
-    expect(after.inDoubt.byState.republishing.events).toBe(0);
+    expect(after.inDoubt.byState.republishing.events).toBeLessThanOrEqual(leftOver);
   }, 120_000);
 });
