@@ -633,19 +633,28 @@ async function start(options = {}) {
         const results = await Promise.allSettled(brokers.map(bringUp));
         const failure = results.find((r) => r.status === 'rejected');
         if (failure) throw failure.reason;
+        const ensureTopics = async () => {
+          const tt = Date.now();
+          let r;
+          try {
+            r = await admin.ensureTopics(ctx, spec, { waitMs: Math.max(5000, deadline - Date.now()) });
+          } catch (err) {
+            const brokerLog = path.join(ctx.logsDir, 'broker.log');
+            err.message += `\n--- last lines of ${brokerLog} ---\n${proc.tail(brokerLog, 40)}`;
+            throw err;
+          }
+          log(
+            `topics ensured: ${r.ok} topics/groups via ${r.mode} in ${seconds(Date.now() - tt)}${r.detail ? ` (${r.detail})` : ''}`,
+          );
+        };
+        // Separate broker processes (a cluster): every broker registered in the NameServer, and
+        // the topics on them, before the proxy starts. A Cluster-mode proxy creates its system
+        // topics on the cluster at start-up and exits when no broker is registered yet (a fresh
+        // broker often misses its first registration; seen in CI). A Local-mode proxy embeds the
+        // broker: topics after it.
+        if (brokers.length > 0) await ensureTopics();
         await bringUp(ctx.components.proxy);
-        const tt = Date.now();
-        let r;
-        try {
-          r = await admin.ensureTopics(ctx, spec, { waitMs: Math.max(5000, deadline - Date.now()) });
-        } catch (err) {
-          const brokerLog = path.join(ctx.logsDir, 'broker.log');
-          err.message += `\n--- last lines of ${brokerLog} ---\n${proc.tail(brokerLog, 40)}`;
-          throw err;
-        }
-        log(
-          `topics ensured: ${r.ok} topics/groups via ${r.mode} in ${seconds(Date.now() - tt)}${r.detail ? ` (${r.detail})` : ''}`,
-        );
+        if (brokers.length === 0) await ensureTopics();
         state = await inspect(ctx);
         const total = Date.now() - t0;
         log(
