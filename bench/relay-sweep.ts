@@ -18,6 +18,7 @@ import { seeded, shuffleInPlace } from '../src/testing/random';
 import { TOPICS, intArg, openBenchDataSource, prepareBenchDatabase } from './lib/env';
 import { RELAY_BATCH as BATCH, type RelayConfig, type TimedRun as Run, timedRun } from './lib/relayRuns';
 import { loadAverage, machineDescription } from './lib/system';
+import { spread } from './lib/stats';
 
 type Config = RelayConfig & { name: string };
 const CONFIGS: Config[] = [
@@ -32,11 +33,7 @@ const CONFIGS: Config[] = [
 const ONLY = process.argv.find((x) => x.startsWith('--only='))?.slice('--only='.length);
 const topic = TOPICS.normal;
 
-const median = (xs: number[]): number => {
-  const s = [...xs].sort((a, b) => a - b);
-  const m = s.length >> 1;
-  return s.length % 2 ? s[m]! : (s[m - 1]! + s[m]!) / 2;
-};
+const median = (xs: readonly number[]): number => spread(xs).median;
 
 async function main(): Promise<void> {
   const n = intArg('events', 3000);
