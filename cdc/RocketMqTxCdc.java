@@ -74,10 +74,18 @@ public final class RocketMqTxCdc {
   private final AtomicLong retries = new AtomicLong();
   /** Senders of one batch's rows (one ordering key at a time each). */
   private final ExecutorService senders;
+  /**
+   * The published event with the latest occurred_at (not the last one in log order: concurrent
+   * transactions commit out of their occurred_at order, and the backlog query counts the CDC rows
+   * that occurred after this one, so the last in log order left rows that were published counted
+   * as backlog until the next event).
+   */
   private volatile String lastEventId = "";
+  private Comparable<?> lastOccurred;
   private volatile long lastSourceTsMs;
   private long lastReportMs;
   private long lastReported = -1;
+  private String lastReportedEventId = "";
   private final AtomicBoolean stopping = new AtomicBoolean();
 
   private RocketMqTxCdc(Properties conf) throws MQClientException {
@@ -218,6 +226,7 @@ public final class RocketMqTxCdc {
       throws InterruptedException {
     Map<String, CompletableFuture<Void>> chains = new HashMap<>();
     String batchLastEventId = null;
+    Comparable<?> batchLastOccurred = null;
     long batchLastTs = 0;
     for (RecordChangeEvent<SourceRecord> event : records) {
       SourceRecord record = event.record();
@@ -235,7 +244,11 @@ public final class RocketMqTxCdc {
                     previous == null
                         ? CompletableFuture.runAsync(send, senders)
                         : previous.thenRunAsync(send, senders));
-            batchLastEventId = after.getString("event_id");
+            Comparable<?> occurred = occurredAt(after.get("occurred_at"));
+            if (batchLastEventId == null || later(occurred, batchLastOccurred)) {
+              batchLastEventId = after.getString("event_id");
+              batchLastOccurred = occurred;
+            }
             Struct source = value.getStruct("source");
             if (source != null && source.get("ts_ms") instanceof Long ts) batchLastTs = ts;
           } else {
@@ -253,10 +266,35 @@ public final class RocketMqTxCdc {
     for (RecordChangeEvent<SourceRecord> event : records) committer.markProcessed(event);
     committer.markBatchFinished();
     if (batchLastEventId != null) {
-      lastEventId = batchLastEventId;
+      if (lastOccurred == null || later(batchLastOccurred, lastOccurred)) {
+        lastEventId = batchLastEventId;
+        lastOccurred = batchLastOccurred;
+      }
       lastSourceTsMs = batchLastTs;
     }
     report(false);
+  }
+
+  /**
+   * occurred_at as Debezium hands it over: epoch millis or micros (Long) for DATETIME(3) and
+   * TIMESTAMP(3), an ISO-8601 string for a zoned timestamp (compared as an Instant).
+   */
+  private static Comparable<?> occurredAt(Object value) {
+    if (value instanceof Long l) return l;
+    if (value == null) return null;
+    try {
+      return java.time.OffsetDateTime.parse(value.toString()).toInstant();
+    } catch (java.time.format.DateTimeParseException e) {
+      return value.toString();
+    }
+  }
+
+  /** a after b (a value that cannot be compared with b counts as later: the newest seen wins). */
+  @SuppressWarnings({"unchecked", "rawtypes"})
+  private static boolean later(Comparable<?> a, Comparable<?> b) {
+    if (a == null) return false;
+    if (b == null || a.getClass() != b.getClass()) return true;
+    return ((Comparable) a).compareTo(b) > 0;
   }
 
   private static String orderKey(Struct row) {
@@ -345,15 +383,21 @@ public final class RocketMqTxCdc {
   private synchronized void report(boolean force) {
     long now = System.currentTimeMillis();
     long seen = published.get() + skipped.get() + retries.get();
-    if (!force && (now - lastReportMs < 1000 || seen == lastReported)) return;
+    // lastEventId moves after a batch's sends were counted: a report in between had the counts
+    // but the previous id, and nothing else changed after the last batch, so without this the
+    // new id was never reported (the backlog stayed one batch high until the next event).
+    String eventId = lastEventId;
+    boolean changed = seen != lastReported || !eventId.equals(lastReportedEventId);
+    if (!force && (now - lastReportMs < 1000 || !changed)) return;
     lastReportMs = now;
     lastReported = seen;
+    lastReportedEventId = eventId;
     ObjectNode o = JSON.createObjectNode();
     o.put("type", "progress");
     o.put("published", published.get());
     o.put("skipped", skipped.get());
     o.put("retries", retries.get());
-    o.put("lastEventId", lastEventId);
+    o.put("lastEventId", eventId);
     o.put("lastSourceTsMs", lastSourceTsMs);
     o.put("at", now);
     line(o);

@@ -56,6 +56,7 @@ export interface CdcEngineState {
   sendRetries: number;
   /** Engine runs after the first (crashes, exits). */
   restarts: number;
+  /** The published event with the latest occurred_at (this run's); null before the first. */
   lastEventId: string | null;
   /** Commit time (database clock, ms) of the last binlog row processed; null before the first. */
   lastSourceTsMs: number | null;

@@ -55,8 +55,10 @@ export interface CdcBacklog {
 
 /**
  * The CDC rows after `lastEventId` (by occurred_at; all CDC rows when the engine has published
- * nothing yet). Transactions commit in about their occurred_at order, so this is the backlog up to
- * the few in flight around the last row.
+ * nothing yet). The engine reports as `lastEventId` the published event with the latest
+ * occurred_at, so rows committed out of their occurred_at order are not counted once published;
+ * a row still uncommitted when a later one was published is not counted until it is (a long
+ * transaction shows up late, never stays counted).
  */
 export async function readCdcBacklog(ds: DataSource, lastEventId: string | null): Promise<CdcBacklog> {
   const pg = dialectFor(ds).name === 'postgres';
