@@ -27,6 +27,8 @@ export type TopicRoute =
       messageTypes: TopicMessageType[];
       /** Every queue accepts writes (permission WRITE or READ_WRITE). */
       writable: boolean;
+      /** Distinct names of the brokers holding its queues (more than one: a Cluster-mode proxy). */
+      brokers: string[];
     }
   | { topic: string; state: 'not-found'; detail: string }
   | { topic: string; state: 'denied'; error: AuthorizationError }
@@ -127,7 +129,19 @@ async function readOne(client: RouteClient, config: RouteReadConfig, topic: stri
   const writable = queues.every(
     (q) => q.getPermission() === Permission.WRITE || q.getPermission() === Permission.READ_WRITE,
   );
-  return { topic, state: 'found', queues: queues.length, messageTypes: [...types].sort(), writable };
+  const brokers = new Set<string>();
+  for (const q of queues) {
+    const name = q.getBroker()?.getName();
+    if (name) brokers.add(name);
+  }
+  return {
+    topic,
+    state: 'found',
+    queues: queues.length,
+    messageTypes: [...types].sort(),
+    writable,
+    brokers: [...brokers].sort(),
+  };
 }
 
 function unreachable(endpoints: string, err: unknown): RocketMqTxError {

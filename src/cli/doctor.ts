@@ -84,6 +84,11 @@ export const doctorFlags = {
     value: '<duration>',
     description: "the producer's checkBack.lockWaitTimeoutMs (default 2s)",
   },
+  'confirm-by': {
+    type: 'string',
+    value: '<endTransaction|delivery>',
+    description: "the producer's confirmBy (default endTransaction)",
+  },
   'discard-horizon': {
     type: 'string',
     value: '<duration>',
@@ -176,6 +181,8 @@ export function doctorOptions(
   bindings.bind('migrationsTableName', 'migrations-table', stringFlag(flags, 'migrations-table'));
   const nameServer = stringFlag(flags, 'namesrv') ?? (env.ROCKETMQ_NAMESRV || undefined);
   bindings.bind('broker.nameServer', 'namesrv', nameServer);
+  const confirmBy = stringFlag(flags, 'confirm-by');
+  bindings.bind('confirmBy', 'confirm-by', confirmBy);
   const producerTopics =
     flags['producer-topics'] === undefined ? undefined : topicsFlag(flags, 'producer-topics');
   const thresholds = {
@@ -209,6 +216,7 @@ export function doctorOptions(
     fifoTopics: topicsFlag(flags, 'fifo-topics'),
     outboxFallback: boolFlag(flags, 'outbox-fallback'),
     lockWaitTimeoutMs: dur('lock-wait', 1, 60_000),
+    confirmBy: confirmBy as DoctorOptions['confirmBy'],
     discardHorizonMs: dur('discard-horizon', 1000, 7 * DAY),
     brokerCheckIntervalMs: int('broker-check-interval-ms', 100, DAY),
     brokerCheckMax: int('broker-check-max', 1, 1000),

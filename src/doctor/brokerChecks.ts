@@ -20,11 +20,43 @@ const why: Record<string, string> = {
     'outbox delivery sends normal messages (a TRANSACTION topic must be named with --transaction-topics)',
 };
 
-/** The connection check, then one check per topic. */
+/**
+ * The transactional topics served by more than one broker: the proxy runs in Cluster mode, where
+ * it acknowledges a commit as soon as its one-way request to the broker is written. A commit lost
+ * there (broker or proxy killed at that moment) leaves a half message whose checks can all miss
+ * (the proxy or broker restarting, killed producers), and the broker discards it; an event the
+ * producer confirmed on the proxy's OK is then never republished (docs/cluster.md).
+ */
+export function confirmByCheck(
+  routes: readonly TopicRoute[],
+  intended: Map<string, TopicMessageType>,
+  confirmBy: 'endTransaction' | 'delivery',
+): DoctorCheck | undefined {
+  const clustered = routes.flatMap((r) =>
+    r.state === 'found' && intended.get(r.topic) === 'TRANSACTION' && r.brokers.length > 1
+      ? [`${r.topic} (${r.brokers.join(', ')})`]
+      : [],
+  );
+  if (clustered.length === 0) return undefined;
+  const value = `transactional topics on several brokers: ${clustered.join('; ')}; confirmBy ${confirmBy}`;
+  const threshold = "confirmBy 'delivery' behind a Cluster-mode proxy";
+  return confirmBy === 'delivery'
+    ? check('broker', 'broker.confirmBy', 'pass', value, { threshold })
+    : check('broker', 'broker.confirmBy', 'warn', value, {
+        threshold,
+        advice:
+          "run the producers with confirmBy: 'delivery' (and --confirm-by delivery here): a Cluster-mode proxy " +
+          'acknowledges a commit before the broker applies it, and an event confirmed on that OK is lost if ' +
+          'the commit dies with a broker or the proxy (docs/cluster.md)',
+      });
+}
+
+/** The connection check, then one check per topic (and the confirmBy check on a cluster). */
 export function brokerChecks(
   endpoints: string,
   result: { routes: TopicRoute[] } | { error: unknown },
   intended: Map<string, TopicMessageType>,
+  confirmBy: 'endTransaction' | 'delivery' = 'endTransaction',
 ): DoctorCheck[] {
   if ('error' in result) {
     const err = result.error;
@@ -114,6 +146,8 @@ export function brokerChecks(
       );
     }
   }
+  const confirm = confirmByCheck(result.routes, intended, confirmBy);
+  if (confirm) out.push(confirm);
   return out;
 }
 

@@ -18,9 +18,11 @@ import {
   optionalFunctionsOf,
   optionalInt,
   optionalObject,
+  optionalOneOf,
   optionalString,
   rejectUnknownKeys,
 } from '../util/validate';
+import type { ConfirmBy } from '../producer/options';
 
 const MINUTE = 60_000;
 const HOUR = 60 * MINUTE;
@@ -101,6 +103,8 @@ export interface DoctorOptions {
   outboxFallback?: boolean;
   /** The producer's `checkBack.lockWaitTimeoutMs`. Default 2000. */
   lockWaitTimeoutMs?: number;
+  /** The producer's `confirmBy`. Default 'endTransaction' (the producer's default). */
+  confirmBy?: ConfirmBy;
   /** The relay's / producer's discard horizon. Default 20 min. */
   discardHorizonMs?: number;
   /** The broker's transactionCheckInterval as you configured it. Default 30000 (RocketMQ's). */
@@ -130,6 +134,7 @@ export interface ResolvedDoctorOptions {
   fifoTopics: string[];
   outboxFallback: boolean;
   lockWaitTimeoutMs: number;
+  confirmBy: ConfirmBy;
   discardHorizonMs: number;
   brokerCheckIntervalMs: number;
   brokerCheckMax: number;
@@ -159,6 +164,7 @@ const KEYS = [
   'consumers',
   'topicEvents',
   'lockWaitTimeoutMs',
+  'confirmBy',
   'discardHorizonMs',
   'brokerCheckIntervalMs',
   'brokerCheckMax',
@@ -310,6 +316,12 @@ export function resolveDoctorOptions(options: unknown): ResolvedDoctorOptions {
     consumers: consumers(o.consumers),
     topicEvents: topicEvents(o.topicEvents),
     lockWaitTimeoutMs: optionalInt('lockWaitTimeoutMs', o.lockWaitTimeoutMs, 2000, 1, 60_000),
+    confirmBy: optionalOneOf<ConfirmBy>(
+      'confirmBy',
+      o.confirmBy,
+      ['endTransaction', 'delivery'],
+      'endTransaction',
+    ),
     discardHorizonMs,
     brokerCheckIntervalMs: optionalInt('brokerCheckIntervalMs', o.brokerCheckIntervalMs, 30_000, 100, DAY),
     brokerCheckMax: optionalInt('brokerCheckMax', o.brokerCheckMax, 15, 1, 1000),

@@ -266,7 +266,7 @@ async function brokerPart(o: ResolvedDoctorOptions): Promise<DoctorCheck[]> {
   o.onProgress(`broker: ${intended.size} topic route(s) at ${o.broker.endpoints}`);
   try {
     const routes = await readTopicRoutes(o.broker, [...intended.keys()], o.logger);
-    return brokerChecks(o.broker.endpoints, { routes }, intended);
+    return brokerChecks(o.broker.endpoints, { routes }, intended, o.confirmBy);
   } catch (err) {
     return brokerChecks(o.broker.endpoints, { error: err }, intended);
   }

@@ -21,6 +21,7 @@ import * as path from 'node:path';
 import {
   IdempotentConsumer,
   TransactionResolution,
+  runDoctor,
   defineEvent,
   on,
   uuidv7,
@@ -119,6 +120,19 @@ describe('a two-broker cluster behind a Cluster-mode proxy', () => {
     expect([...perBroker.keys()].sort()).toEqual(['broker-a', 'broker-b']);
     for (const n of perBroker.values()) expect(n).toBeGreaterThan(1);
   }, 120_000);
+
+  it("doctor: a transactional topic on both brokers warns about confirmBy 'endTransaction', passes with 'delivery'", async () => {
+    const topic = 'rmqtx_tx_21';
+    const run = (confirmBy: 'endTransaction' | 'delivery') =>
+      runDoctor({ broker: { endpoints }, transactionTopics: [topic], confirmBy });
+    const warned = (await run('endTransaction')).checks.find((c) => c.id === 'broker.confirmBy');
+    expect(warned).toMatchObject({
+      status: 'warn',
+      value: `transactional topics on several brokers: ${topic} (broker-a, broker-b); confirmBy endTransaction`,
+    });
+    const passed = (await run('delivery')).checks.find((c) => c.id === 'broker.confirmBy');
+    expect(passed?.status).toBe('pass');
+  }, 60_000);
 
   /** The kill scenario on the cluster with a fault injected after some kills: every committed event delivered, nothing invented. */
   async function faultUnderLoad(

@@ -413,11 +413,25 @@ describe('doctor: broker and option checks', () => {
 
   it('checks each topic exists with the message type its delivery needs', () => {
     const routes: TopicRoute[] = [
-      { topic: 'tx', state: 'found', queues: 8, messageTypes: ['TRANSACTION'], writable: true },
-      { topic: 'n', state: 'found', queues: 8, messageTypes: ['TRANSACTION'], writable: true },
+      {
+        topic: 'tx',
+        state: 'found',
+        queues: 8,
+        messageTypes: ['TRANSACTION'],
+        writable: true,
+        brokers: ['b'],
+      },
+      {
+        topic: 'n',
+        state: 'found',
+        queues: 8,
+        messageTypes: ['TRANSACTION'],
+        writable: true,
+        brokers: ['b'],
+      },
       { topic: 'gone', state: 'not-found', detail: 'No topic route info' },
-      { topic: 'x', state: 'found', queues: 8, messageTypes: [], writable: true },
-      { topic: 'f', state: 'found', queues: 8, messageTypes: ['FIFO'], writable: false },
+      { topic: 'x', state: 'found', queues: 8, messageTypes: [], writable: true, brokers: ['b'] },
+      { topic: 'f', state: 'found', queues: 8, messageTypes: ['FIFO'], writable: false, brokers: ['b'] },
     ];
     const checks = brokerChecks('127.0.0.1:8081', { routes }, intended);
     expect(checks.map((c) => [c.id, c.status])).toEqual([
@@ -431,6 +445,32 @@ describe('doctor: broker and option checks', () => {
     expect(byId(checks, 'broker.topic.n').threshold).toBe('exists, message type NORMAL, writable');
     expect(byId(checks, 'broker.topic.gone').advice).toMatch(/\+message\.type=NORMAL/);
     expect(byId(checks, 'broker.topic.x').value).toMatch(/^could not read the message type/);
+  });
+
+  it("warns about confirmBy 'endTransaction' when a transactional topic is served by several brokers (a Cluster-mode proxy)", () => {
+    const routes = (brokers: string[]): TopicRoute[] => [
+      { topic: 'tx', state: 'found', queues: 8, messageTypes: ['TRANSACTION'], writable: true, brokers },
+      {
+        topic: 'n',
+        state: 'found',
+        queues: 8,
+        messageTypes: ['NORMAL'],
+        writable: true,
+        brokers: ['a', 'b'],
+      },
+    ];
+    const one = brokerChecks('h:1', { routes: routes(['a']) }, intended);
+    expect(one.some((c) => c.id === 'broker.confirmBy')).toBe(false);
+    const cluster = brokerChecks('h:1', { routes: routes(['broker-a', 'broker-b']) }, intended);
+    expect(byId(cluster, 'broker.confirmBy')).toMatchObject({
+      status: 'warn',
+      value: 'transactional topics on several brokers: tx (broker-a, broker-b); confirmBy endTransaction',
+    });
+    expect(byId(cluster, 'broker.confirmBy').advice).toMatch(/confirmBy: 'delivery'/);
+    const confirmed = brokerChecks('h:1', { routes: routes(['broker-a', 'broker-b']) }, intended, 'delivery');
+    expect(byId(confirmed, 'broker.confirmBy').status).toBe('pass');
+    expect(() => opts({ confirmBy: 'proxy' as never })).toThrow(/confirmBy/);
+    expect(opts().confirmBy).toBe('endTransaction');
   });
 
   it('reports a refused login, a failed TLS handshake and a denied topic with the typed code, never the secret', () => {
@@ -536,6 +576,7 @@ describe('doctor: options and the command line', () => {
         /invalid --ca-file "\/nonexistent\/ca.pem": expected a readable PEM/,
       ],
       [['--migrations-table', 'a-b'], /invalid --migrations-table "a-b": expected a table name/],
+      [['--confirm-by', 'proxy'], /invalid --confirm-by "proxy": expected "endTransaction" or "delivery"/],
       [['--bogus'], /unknown flag --bogus/],
     ];
     for (const [argv, message] of cases) {
