@@ -247,7 +247,7 @@ describe(`rocketmq-tx doctor against the real ${PG ? 'PostgreSQL' : 'MariaDB'} a
     }
     expect(checkOf(r, `broker.topic.${TX}`).value).toMatch(/^message type TRANSACTION/);
     // A Local-mode proxy (one embedded broker): no confirmBy advice.
-    expect(r.checks.some((c) => c.id === 'broker.confirmBy')).toBe(false);
+    expect(r.report.checks.some((c) => c.id === 'broker.confirmBy')).toBe(false);
     // Tables this user cannot see and does not use are skipped, not reported missing.
     expect(checkOf(r, 'schema.consumed_event').status).toBe('skip');
     expect(r.stderr).toMatch(/doctor: checking broker: 3 topic route\(s\)/);
