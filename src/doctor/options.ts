@@ -1,8 +1,13 @@
 import type { DataSource } from 'typeorm';
 import { InvalidOptionError } from '../errors';
 import { GRANT_COMPONENTS, type GrantComponent } from '../store/typeorm/grants';
-import { HandlerRegistry } from '../consumer/handlers';
-import type { IdempotentConsumerOptions, Subscription } from '../consumer/options';
+import {
+  resolveDoctorConsumers,
+  resolveTopicEvents,
+  type DoctorConsumerOptions,
+  type DoctorEventType,
+  type ResolvedDoctorConsumer,
+} from './codeOptions';
 import {
   BROKER_CONNECTION_OPTION_KEYS,
   requireDataSource,
@@ -24,6 +29,8 @@ import {
 } from '../util/validate';
 import type { ConfirmBy } from '../producer/options';
 
+export type { DoctorConsumerOptions, DoctorEventType, ResolvedDoctorConsumer } from './codeOptions';
+
 const MINUTE = 60_000;
 const HOUR = 60 * MINUTE;
 const DAY = 24 * HOUR;
@@ -41,18 +48,6 @@ export interface DoctorBrokerOptions extends BrokerConnectionOptions {
    * and the producers online per transactional topic. Without it those checks are skipped.
    */
   nameServer?: string;
-}
-
-/** A consumer as doctor sees it: the parts of IdempotentConsumerOptions its checks read (pass your options). */
-export type DoctorConsumerOptions = Pick<
-  IdempotentConsumerOptions,
-  'consumerGroup' | 'subscriptions' | 'handlers' | 'upcasters' | 'unknownEventTypes'
->;
-
-/** An event type and contract version a topic carries (an EventDefinition fits). */
-export interface DoctorEventType {
-  eventType: string;
-  eventVersion: number;
 }
 
 /** Limits of the database checks; each has a default (docs/doctor.md). */
@@ -199,13 +194,6 @@ function components(value: unknown): GrantComponent[] {
   ];
 }
 
-export interface ResolvedDoctorConsumer {
-  consumerGroup: string;
-  topics: string[];
-  registry: HandlerRegistry;
-  unknownEventTypes: 'retry' | 'ignore';
-}
-
 function broker(value: unknown): ResolvedDoctorOptions['broker'] {
   if (value === undefined) return undefined;
   const b = optionalObject('broker', value);
@@ -218,66 +206,6 @@ function broker(value: unknown): ResolvedDoctorOptions['broker'] {
       ? { nameServer: requireEndpoints(b.nameServer, 'broker.nameServer') }
       : {}),
   };
-}
-
-function consumers(value: unknown): ResolvedDoctorConsumer[] {
-  if (value === undefined) return [];
-  if (!Array.isArray(value) || value.length > 100) {
-    throw new InvalidOptionError('consumers', value, 'an array of at most 100 consumer options');
-  }
-  return value.map((raw: unknown, i: number) => {
-    const c = optionalObject(`consumers[${i}]`, raw);
-    const subs = c.subscriptions;
-    if (!Array.isArray(subs) || subs.length === 0) {
-      throw new InvalidOptionError(`consumers[${i}].subscriptions`, subs, 'a non-empty array of topics');
-    }
-    const unknown = c.unknownEventTypes ?? 'retry';
-    if (unknown !== 'retry' && unknown !== 'ignore') {
-      throw new InvalidOptionError(`consumers[${i}].unknownEventTypes`, unknown, '"retry" or "ignore"');
-    }
-    return {
-      consumerGroup: requireResourceName(`consumers[${i}].consumerGroup`, c.consumerGroup),
-      topics: subs.map((s: unknown, j: number) =>
-        requireResourceName(
-          `consumers[${i}].subscriptions[${j}]`,
-          typeof s === 'object' && s !== null ? (s as Subscription).topic : s,
-        ),
-      ),
-      registry: new HandlerRegistry(c.handlers, c.upcasters),
-      unknownEventTypes: unknown,
-    };
-  });
-}
-
-function topicEvents(value: unknown): Map<string, DoctorEventType[]> {
-  const o = optionalObject('topicEvents', value);
-  const out = new Map<string, DoctorEventType[]>();
-  for (const [topic, list] of Object.entries(o)) {
-    requireResourceName(`topicEvents key`, topic);
-    if (!Array.isArray(list)) {
-      throw new InvalidOptionError(`topicEvents.${topic}`, list, 'an array of { eventType, eventVersion }');
-    }
-    out.set(
-      topic,
-      list.map((e: unknown, i: number) => {
-        const d = optionalObject(`topicEvents.${topic}[${i}]`, e);
-        if (typeof d.eventType !== 'string' || d.eventType === '') {
-          throw new InvalidOptionError(`topicEvents.${topic}[${i}].eventType`, d.eventType, 'an event type');
-        }
-        return {
-          eventType: d.eventType,
-          eventVersion: optionalInt(
-            `topicEvents.${topic}[${i}].eventVersion`,
-            d.eventVersion,
-            1,
-            1,
-            1_000_000,
-          ),
-        };
-      }),
-    );
-  }
-  return out;
 }
 
 /** Validates every option; throws InvalidOptionError naming the first bad one. */
@@ -313,8 +241,8 @@ export function resolveDoctorOptions(options: unknown): ResolvedDoctorOptions {
     producerTopics:
       o.producerTopics === undefined ? undefined : topicList('producerTopics', o.producerTopics),
     consumerGroups: topicList('consumerGroups', o.consumerGroups),
-    consumers: consumers(o.consumers),
-    topicEvents: topicEvents(o.topicEvents),
+    consumers: resolveDoctorConsumers(o.consumers),
+    topicEvents: resolveTopicEvents(o.topicEvents),
     lockWaitTimeoutMs: optionalInt('lockWaitTimeoutMs', o.lockWaitTimeoutMs, 2000, 1, 60_000),
     confirmBy: optionalOneOf<ConfirmBy>(
       'confirmBy',
