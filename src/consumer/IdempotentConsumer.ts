@@ -4,6 +4,7 @@ import type { ConsumerGateway, ConsumerGatewayConfig, InboundMessage } from '../
 import { RocketMqConsumerGateway } from '../broker/RocketMqConsumerGateway';
 import { connectionFields } from '../broker/gateway';
 import { errorFields, type Logger } from '../util/logger';
+import { withTimeout } from '../util/time';
 import type { InboxStore } from '../store/ports';
 import { MessageProcessor, type Decision } from './MessageProcessor';
 import {
@@ -121,12 +122,11 @@ export class IdempotentConsumer {
           // returned a second after that (a broker gone) is not waited for.
           const cap = this.options.longPollingMs + POLL_RETURN_MARGIN_MS;
           await deadline.within(
-            Promise.race([
+            withTimeout(
               this.receiving.idle(),
-              sleep(cap).then(() => {
-                throw new Error(`${this.receiving.size} receives still open after ${cap} ms`);
-              }),
-            ]),
+              cap,
+              () => new Error(`${this.receiving.size} receives still open after ${cap} ms`),
+            ),
             'open receives did not return in time; what they take is redelivered after invisibleDurationMs',
             () => ({ receiving: this.receiving.size }),
           );
