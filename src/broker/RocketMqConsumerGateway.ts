@@ -8,6 +8,7 @@ import {
   ForwardMessageToDeadLetterQueueRequest,
 } from 'rocketmq-client-nodejs/proto/apache/rocketmq/v2/service_pb';
 import {
+  Code,
   Permission,
   Resource,
   type Status,
@@ -23,8 +24,6 @@ import { sessionCredentials } from './credentials';
 import type { ConsumerGateway, ConsumerGatewayConfig, InboundMessage } from './consumerGateway';
 import { AckBatcher } from './ackBatcher';
 import { ReceiveLanes } from './receiveLanes';
-
-const OK = 20000;
 
 interface ClientInbound extends InboundMessage {
   readonly view: MessageView;
@@ -179,7 +178,7 @@ export class RocketMqConsumerGateway implements ConsumerGateway {
     // response's status (OK only when every entry was acked) otherwise.
     return views.map((view) => {
       const s = byHandle.get(view.receiptHandle) ?? byId.get(view.messageId) ?? status;
-      return s?.code === OK
+      return s?.code === Code.OK
         ? undefined
         : new BrokerUnavailableError(
             `proxy refused to ack message ${view.messageId}: ${s ? `${s.code} ${s.message}` : 'no status'}`,
@@ -206,7 +205,7 @@ export class RocketMqConsumerGateway implements ConsumerGateway {
       this.config.requestTimeoutMs,
     );
     const status = response.getStatus()?.toObject();
-    if (!status || status.code !== OK) {
+    if (!status || status.code !== Code.OK) {
       throw new BrokerUnavailableError(
         `proxy refused to dead-letter message ${view.messageId}: ${status ? `${status.code} ${status.message}` : 'no status'}`,
       );
