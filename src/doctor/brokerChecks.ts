@@ -1,4 +1,5 @@
 import type { TopicMessageType, TopicRoute } from '../broker/topicRoutes';
+import type { ConfirmBy } from '../producer/options';
 import { RocketMqTxError } from '../errors';
 import { brokerHorizonMs, horizonText } from './databaseChecks';
 import type { ResolvedDoctorOptions } from './options';
@@ -30,7 +31,7 @@ const why: Record<string, string> = {
 export function confirmByCheck(
   routes: readonly TopicRoute[],
   intended: Map<string, TopicMessageType>,
-  confirmBy: 'endTransaction' | 'delivery',
+  confirmBy: ConfirmBy,
 ): DoctorCheck | undefined {
   const clustered = routes.flatMap((r) =>
     r.state === 'found' && intended.get(r.topic) === 'TRANSACTION' && r.brokers.length > 1
@@ -56,7 +57,7 @@ export function brokerChecks(
   endpoints: string,
   result: { routes: TopicRoute[] } | { error: unknown },
   intended: Map<string, TopicMessageType>,
-  confirmBy: 'endTransaction' | 'delivery' = 'endTransaction',
+  confirmBy: ConfirmBy = 'endTransaction',
 ): DoctorCheck[] {
   if ('error' in result) {
     const err = result.error;
