@@ -43,14 +43,12 @@ export const mysqlInboxSql: InboxSql = {
 
   claimVersion(key, version, acceptGap) {
     // lockCursor and advanceCursor in one round trip. A new row is created at `version` when it
-    // moves (cursorAdvances from 0), else at 0. On a duplicate, LAST_INSERT_ID(last_version)
-    // hands the previous version back (as in lockCursor) and the row moves only when
-    // `version` is the next one, or later with acceptGap. No expression reads a column this
-    // statement assigns (last_version is assigned last), so the result is the same whether the
-    // server evaluates the assignments left to right or all from the old row (MariaDB's
-    // SIMULTANEOUS_ASSIGNMENT).
-    // Whether the row moves, reading the previous version as `previous` (in the first
-    // assignment, LAST_INSERT_ID(last_version) hands it back as the statement's insert id).
+    // moves (cursorAdvances from 0), else at 0. On a duplicate, the first assignment's
+    // LAST_INSERT_ID(last_version) hands the previous version back (as in lockCursor) and the row
+    // moves only when `version` is the next one, or later with acceptGap (`moves`). No expression
+    // reads a column this statement assigns (last_version is assigned last), so the result is the
+    // same whether the server evaluates the assignments left to right or all from the old row
+    // (MariaDB's SIMULTANEOUS_ASSIGNMENT).
     const moves = (previous: string) => `(? = ${previous} + 1 OR (? = 1 AND ? > last_version + 1))`;
     const movesParams = [version, acceptGap ? 1 : 0, version];
     const fresh = cursorAdvances(0, version, acceptGap);
